@@ -1,0 +1,38 @@
+import type { Params } from 'nestjs-pino';
+import type { AppConfig } from '../config/app-config';
+
+/** Paths pino replaces with "[redacted]": credentials, signatures and secrets never reach a log. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers["x-plane-signature"]',
+  'req.headers.cookie',
+  'req.headers["idempotency-key"]',
+  'headers.authorization',
+  'headers["x-plane-signature"]',
+  'signature',
+  'secret',
+  'secrets',
+  'apiKey',
+  'apiKeys',
+  'password',
+  'slackWebhookUrl',
+  'url',
+  '*.signature',
+  '*.secret',
+  '*.password',
+  '*.slackWebhookUrl',
+];
+
+export function loggerParams(config: AppConfig): Params {
+  return {
+    pinoHttp: {
+      level: config.logLevel,
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      autoLogging: { ignore: (req) => (req.url ?? '').startsWith('/health') || (req.url ?? '').startsWith('/metrics') },
+      customProps: () => ({ service: 'onceflow', role: config.role }),
+      serializers: {
+        req: (req: { id: unknown; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }),
+      },
+    },
+  };
+}

@@ -1,0 +1,18 @@
+import { DataSourceOptions } from 'typeorm';
+import { MIGRATIONS } from '../../migrations';
+import { ENTITIES } from './entities';
+
+export function dataSourceOptions(databaseUrl: string, poolSize = 20): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url: databaseUrl,
+    entities: ENTITIES,
+    migrations: MIGRATIONS,
+    migrationsTableName: 'migrations',
+    // Schema changes only through migrations (applied at start under an advisory lock).
+    synchronize: false,
+    migrationsRun: false,
+    uuidExtension: 'pgcrypto',
+    extra: { max: poolSize, connectionTimeoutMillis: 5000, application_name: 'onceflow' },
+  };
+}

@@ -1,0 +1,9 @@
+import { NotificationLogEntity } from '../notifications/notification-log.entity';
+import { IdempotencyKeyEntity } from '../runs/entities/idempotency-key.entity';
+import { ProjectEntity } from '../runs/entities/project.entity';
+import { RunEventEntity } from '../runs/entities/run-event.entity';
+import { RunEntity } from '../runs/entities/run.entity';
+import { TaskEntity } from '../tasks/task.entity';
+
+/** Every entity, listed once: the data source, the drift check and the CLI all use this. */
+export const ENTITIES = [ProjectEntity, TaskEntity, RunEntity, RunEventEntity, IdempotencyKeyEntity, NotificationLogEntity];

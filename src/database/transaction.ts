@@ -1,0 +1,27 @@
+import { DataSource, EntityManager } from 'typeorm';
+
+/** Connection-level failures worth retrying (the statement never committed or we cannot know). */
+const TRANSIENT_PG_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '08004', '40001', '40P01']);
+
+export function isTransientDbError(err: unknown): boolean {
+  const e = err as { code?: string; message?: string; driverError?: { code?: string } };
+  const code = e?.driverError?.code ?? e?.code;
+  if (code && TRANSIENT_PG_CODES.has(code)) return true;
+  if (code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'EPIPE') return true;
+  const msg = e?.message ?? '';
+  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(msg);
+}
+
+export function pgErrorCode(err: unknown): string | undefined {
+  const e = err as { code?: string; driverError?: { code?: string } };
+  return e?.driverError?.code ?? e?.code;
+}
+
+export function pgConstraint(err: unknown): string | undefined {
+  const e = err as { constraint?: string; driverError?: { constraint?: string } };
+  return e?.driverError?.constraint ?? e?.constraint;
+}
+
+export function tx<T>(ds: DataSource, work: (em: EntityManager) => Promise<T>): Promise<T> {
+  return ds.transaction(work);
+}

@@ -1,0 +1,110 @@
+import { LockHandle, LockService } from './lock.service';
+
+export type LossReason = 'extend_failed' | 'extend_late' | 'extend_error' | 'check_failed' | 'stopped';
+
+export interface HeartbeatOptions {
+  /**
+   * Extra work on each beat (e.g. extend the lease in Postgres). Resolving false means the work we
+   * guard is no longer ours (cancelled, fenced out): abort. Throwing is logged and tolerated.
+   */
+  onBeat?: () => Promise<boolean>;
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * Extends a lock every third of its TTL and aborts `signal` the moment an extend fails, errors past
+ * the lock's validity, or comes late: a late tick (a GC pause, SIGSTOP) may mean the lock already
+ * lapsed and someone else holds it, so we stop rather than ask.
+ */
+export class Heartbeat {
+  private readonly controller = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private validUntil: number;
+  private stopped = false;
+
+  constructor(
+    private readonly locks: LockService,
+    private readonly handle: LockHandle,
+    private readonly options: HeartbeatOptions = {},
+  ) {
+    this.validUntil = Date.now() + handle.ttlMs;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  start(): this {
+    this.schedule();
+    return this;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  private lose(reason: LossReason): void {
+    if (!this.controller.signal.aborted) this.controller.abort(new LockLostError(this.handle.key, reason));
+    this.stop();
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    const interval = Math.max(10, Math.floor(this.handle.ttlMs / 3));
+    const due = Date.now() + interval;
+    this.timer = setTimeout(() => void this.beat(due), interval);
+    this.timer.unref?.();
+  }
+
+  private async beat(due: number): Promise<void> {
+    if (this.stopped) return;
+    const now = Date.now();
+    // Later than the lock's validity: it may have expired and been taken while we slept.
+    if (now >= this.validUntil || now - due > this.handle.ttlMs / 3) return this.lose('extend_late');
+    let ok: boolean;
+    try {
+      ok = await withTimeout(this.locks.extend(this.handle, this.handle.ttlMs), this.validUntil - now);
+    } catch (err) {
+      this.options.onError?.(err);
+      if (Date.now() >= this.validUntil) return this.lose('extend_error');
+      return this.schedule();
+    }
+    if (this.stopped) return;
+    if (!ok) return this.lose('extend_failed');
+    this.validUntil = now + this.handle.ttlMs;
+    if (this.options.onBeat) {
+      try {
+        if (!(await this.options.onBeat())) return this.lose('check_failed');
+      } catch (err) {
+        this.options.onError?.(err);
+      }
+    }
+    this.schedule();
+  }
+}
+
+export class LockLostError extends Error {
+  constructor(
+    readonly key: string,
+    readonly reason: LossReason,
+  ) {
+    super(`lock ${key} lost (${reason})`);
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('lock extend timed out')), Math.max(1, ms));
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}

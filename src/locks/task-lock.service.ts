@@ -1,0 +1,112 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import type { Job, Queue } from 'bull';
+import { MetricsService } from '../metrics/metrics.service';
+import { Heartbeat, LockLostError } from './heartbeat';
+import { LockHandle, LockService } from './lock.service';
+import { LOCK_SERVICE } from './locks.tokens';
+import { RetryLaterError } from './retry-later.error';
+
+/** What a guarded handler holds while it works: the lock, its fencing token and a kill switch. */
+export interface Lease {
+  readonly key: string;
+  readonly owner: string;
+  readonly token: number;
+  /** Aborted the moment the lock is lost (extend failed or late) or a beat check says so. */
+  readonly signal: AbortSignal;
+  /** Adds work to every heartbeat; resolving false aborts the lease. */
+  onBeat(check: () => Promise<boolean>): void;
+}
+
+export interface GuardedProcessorSpec<T> {
+  /** For logs and metrics. */
+  name: string;
+  concurrency: number;
+  ttlMs: number;
+  lockKey: (job: Job<T>) => string;
+  handler: (job: Job<T>, lease: Lease) => Promise<unknown>;
+}
+
+/**
+ * The interceptor around every queue processor: acquire the job's lock, heartbeat it, hand the
+ * handler a lease, release in `finally`. `process()` is the only way onceflow registers a Bull
+ * processor; ProcessorGuardCheck refuses to boot if a raw `@Process()` handler exists.
+ */
+@Injectable()
+export class TaskLockService implements OnApplicationShutdown {
+  private readonly logger = new Logger(TaskLockService.name);
+  private readonly active = new Map<string, { handle: LockHandle; heartbeat: Heartbeat }>();
+  private readonly queues: Queue[] = [];
+  readonly guardedQueues = new Set<string>();
+
+  constructor(
+    @Inject(LOCK_SERVICE) private readonly locks: LockService,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  process<T>(queue: Queue<T>, spec: GuardedProcessorSpec<T>): void {
+    this.guardedQueues.add(queue.name);
+    this.queues.push(queue as Queue);
+    void queue.process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec));
+  }
+
+  async runGuarded<T>(job: Job<T>, spec: GuardedProcessorSpec<T>): Promise<unknown> {
+    const key = spec.lockKey(job);
+    const handle = await this.locks.acquire(key, spec.ttlMs);
+    if (!handle) {
+      this.metrics.lockAcquisitions.inc({ result: 'busy' });
+      this.metrics.duplicate('run_lock');
+      // Someone holds it: a duplicate job, or a holder that may have died. Look again once its
+      // lock can have lapsed; the claim in Postgres then tells whether anything is left to do.
+      const remaining = Math.max(0, await this.locks.remainingMs(key));
+      const delay = remaining + 50 + Math.floor(Math.random() * 200);
+      this.logger.log({ msg: 'lock busy, job skipped for now', processor: spec.name, jobId: job.id, lockKey: key, retryInMs: delay });
+      throw new RetryLaterError(delay, `lock ${key} is held by another worker`);
+    }
+    this.metrics.lockAcquisitions.inc({ result: 'acquired' });
+    const checks: Array<() => Promise<boolean>> = [];
+    const heartbeat = new Heartbeat(this.locks, handle, {
+      onBeat: async () => {
+        for (const check of checks) if (!(await check())) return false;
+        return true;
+      },
+      onError: (err) => this.logger.warn({ msg: 'heartbeat error', lockKey: key, err: String(err) }),
+    }).start();
+    heartbeat.signal.addEventListener('abort', () => {
+      const reason = heartbeat.signal.reason instanceof LockLostError ? heartbeat.signal.reason.reason : 'unknown';
+      this.metrics.lockLosses.inc({ reason });
+      this.logger.warn({ msg: 'lock lost', processor: spec.name, jobId: job.id, lockKey: key, reason });
+    });
+    const activeId = `${key}#${handle.owner}`;
+    this.active.set(activeId, { handle, heartbeat });
+    const lease: Lease = {
+      key,
+      owner: handle.owner,
+      token: handle.token,
+      signal: heartbeat.signal,
+      onBeat: (check) => checks.push(check),
+    };
+    try {
+      return await spec.handler(job, lease);
+    } catch (err) {
+      if (!(err instanceof RetryLaterError)) {
+        this.logger.error({ msg: 'job handler failed; Bull retries it', processor: spec.name, jobId: job.id, err: err instanceof Error ? err.stack : String(err) });
+      }
+      throw err;
+    } finally {
+      heartbeat.stop();
+      this.active.delete(activeId);
+      await this.locks.release(handle).catch((err) => this.logger.warn({ msg: 'lock release failed', lockKey: key, err: String(err) }));
+    }
+  }
+
+  /** Leases held right now (graceful shutdown and tests look at these). */
+  activeLeaseCount(): number {
+    return this.active.size;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // Stop taking jobs; handlers still running end on their own (their signals are aborted by
+    // the shutdown path of their module) and release their locks in `finally`.
+    await Promise.all(this.queues.map((q) => q.pause(true, true).catch(() => undefined)));
+  }
+}

@@ -1,0 +1,25 @@
+import { checkServices, ServiceUnreachableError } from './common/preflight';
+import { ConfigError } from './config/app-config';
+import { configFromProcessEnv, DEV_KEY_FILE } from './config/env';
+import { createApp } from './bootstrap';
+import { prepareDatabase } from './database/prepare-database';
+
+async function main(): Promise<void> {
+  const config = configFromProcessEnv();
+  await checkServices(config);
+  await prepareDatabase(config.databaseUrl);
+  const app = await createApp(config);
+  await app.listen(config.port);
+  const note = config.apiKeysGenerated ? ` (API_KEYS unset: a development key is in ${DEV_KEY_FILE})` : '';
+  process.stdout.write(`onceflow ${config.role} listening on :${config.port}${note}\n`);
+}
+
+main().catch((err: unknown) => {
+  // Expected start-up failures get one clear line, not a stack trace.
+  if (err instanceof ConfigError || err instanceof ServiceUnreachableError) {
+    process.stderr.write(`onceflow: ${err.message}\n`);
+  } else {
+    process.stderr.write(`onceflow: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  }
+  process.exit(1);
+});

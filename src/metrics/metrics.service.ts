@@ -1,0 +1,87 @@
+import { Injectable } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Where a duplicate was stopped; label values of onceflow_duplicates_suppressed_total. */
+export type DuplicateGuard =
+  | 'producer_guard'
+  | 'job_id'
+  | 'run_lock'
+  | 'claim'
+  | 'fence'
+  | 'delivery_dedupe'
+  | 'business_key'
+  | 'self_actor'
+  | 'idempotency_key';
+
+/**
+ * One registry per application instance (two Nest apps in one test process must not share
+ * counters). Every metric is declared here so names stay consistent.
+ */
+@Injectable()
+export class MetricsService {
+  readonly registry = new Registry();
+
+  readonly duplicatesSuppressed = new Counter({
+    name: 'onceflow_duplicates_suppressed_total',
+    help: 'Duplicates stopped, by the guard that stopped them',
+    labelNames: ['guard'] as const,
+    registers: [this.registry],
+  });
+  readonly lockAcquisitions = new Counter({
+    name: 'onceflow_lock_acquisitions_total',
+    help: 'Run/task lock acquisition attempts by result',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly lockLosses = new Counter({
+    name: 'onceflow_lock_losses_total',
+    help: 'Locks lost while held (extend failed, late or check failed)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly runTransitions = new Counter({
+    name: 'onceflow_run_transitions_total',
+    help: 'Run status transitions by target status',
+    labelNames: ['to'] as const,
+    registers: [this.registry],
+  });
+  readonly runDuration = new Histogram({
+    name: 'onceflow_run_duration_seconds',
+    help: 'Duration of one run attempt (command execution)',
+    labelNames: ['outcome'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600, 3600],
+    registers: [this.registry],
+  });
+  readonly runsByStatus = new Gauge({
+    name: 'onceflow_runs',
+    help: 'Runs by status (refreshed by the scheduler)',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'onceflow_queue_jobs',
+    help: 'Bull jobs by queue and state (refreshed by the scheduler)',
+    labelNames: ['queue', 'state'] as const,
+    registers: [this.registry],
+  });
+  readonly notifications = new Counter({
+    name: 'onceflow_notifications_total',
+    help: 'Notification delivery outcomes (sent, failed, retried, skipped)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly deliveries = new Counter({
+    name: 'onceflow_webhook_deliveries_total',
+    help: 'Webhook deliveries by provider and status',
+    labelNames: ['provider', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'onceflow_process_' });
+  }
+
+  duplicate(guard: DuplicateGuard): void {
+    this.duplicatesSuppressed.inc({ guard });
+  }
+}

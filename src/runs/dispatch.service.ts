@@ -1,0 +1,101 @@
+import { InjectQueue } from '@nestjs/bull';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Queue } from 'bull';
+import { DataSource } from 'typeorm';
+import { conflict, notFound } from '../common/domain-error';
+import { LOCK_SERVICE } from '../locks/locks.tokens';
+import { WORKER_ID } from '../locks/locks.module';
+import { LockService } from '../locks/lock.service';
+import { MetricsService } from '../metrics/metrics.service';
+import { runJobId } from '../queues/job-ids';
+import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
+import { RunStatus } from './run-status';
+import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
+
+export interface DispatchAnswer {
+  runId: string;
+  status: RunStatus.QUEUED;
+  jobId: string;
+}
+
+const WHY_NOT: Partial<Record<RunStatus, string>> = {
+  [RunStatus.QUEUED]: 'run is already queued',
+  [RunStatus.RUNNING]: 'run is already running',
+  [RunStatus.RETRYING]: 'run is retrying',
+  [RunStatus.SUCCESS]: 'run already succeeded',
+  [RunStatus.FAILED]: 'run failed; use POST /api/runs/:id/retry',
+  [RunStatus.CANCELLED]: 'run was cancelled',
+};
+
+/**
+ * Dispatch = producer guard (short SET NX: a storm of clicks does the work once) → conditional
+ * PENDING→QUEUED that bumps the dispatch generation → Bull add with the generation's job id.
+ * Postgres is the truth: if the add is lost (Redis down) the run stays QUEUED and the reconciler
+ * enqueues it again.
+ */
+@Injectable()
+export class DispatchService {
+  private readonly logger = new Logger(DispatchService.name);
+
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    @InjectQueue(RUNS_QUEUE) private readonly queue: Queue<RunJobData>,
+    @Inject(LOCK_SERVICE) private readonly locks: LockService,
+    private readonly transitions: RunTransitionsRepository,
+    private readonly metrics: MetricsService,
+    @Inject(WORKER_ID) private readonly workerId: string,
+  ) {}
+
+  dispatch(runId: string): Promise<DispatchAnswer> {
+    return this.guarded(runId, [RunStatus.PENDING], 'dispatched');
+  }
+
+  /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
+  retry(runId: string): Promise<DispatchAnswer> {
+    return this.guarded(runId, [RunStatus.FAILED], 'retry requested', ['attempts = 0', 'last_error = NULL', 'finished_at = NULL']);
+  }
+
+  private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchAnswer> {
+    const guardKey = `dispatch:${runId}`;
+    const owner = await this.locks.enterOnce(guardKey, 5000);
+    if (!owner) {
+      this.metrics.duplicate('producer_guard');
+      throw conflict('a dispatch of this run is already in progress');
+    }
+    try {
+      const row = await this.transitions.transition(runId, {
+        to: RunStatus.QUEUED,
+        from,
+        set: ['dispatch_generation = r.dispatch_generation + 1', ...extraSets],
+        workerId: this.workerId,
+        reason,
+      });
+      if (!row) return await this.refuse(runId, from);
+      return await this.enqueue(row);
+    } finally {
+      await this.locks.leave(guardKey, owner).catch(() => undefined);
+    }
+  }
+
+  /** Adds the Bull job for a run already QUEUED in Postgres. Safe to repeat: same id, one job. */
+  async enqueue(row: Pick<RunRow, 'id' | 'dispatch_generation'>): Promise<DispatchAnswer> {
+    const jobId = runJobId(row.id, row.dispatch_generation);
+    try {
+      await this.queue.add({ runId: row.id, generation: row.dispatch_generation }, { jobId });
+    } catch (err) {
+      // QUEUED in Postgres is the promise; the reconciler re-enqueues runs that have no job.
+      this.logger.error({ msg: 'enqueue failed; the reconciler will retry', runId: row.id, jobId, err: String(err) });
+    }
+    return { runId: row.id, status: RunStatus.QUEUED, jobId };
+  }
+
+  private async refuse(runId: string, from: RunStatus[]): Promise<never> {
+    const rows: Array<{ status: RunStatus }> = await this.ds.query('SELECT status FROM runs WHERE id = $1', [runId]);
+    if (!rows[0]) throw notFound('run', runId);
+    this.metrics.duplicate('claim');
+    const status = rows[0].status;
+    const why = from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
+    throw conflict(why ?? `run is ${status}`);
+  }
+}

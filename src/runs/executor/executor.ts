@@ -1,0 +1,46 @@
+export interface ExecutionRequest {
+  runId: string;
+  attempt: number;
+  fencingToken: string;
+  requirement: string;
+  projectId: string;
+  projectName: string;
+  projectWorkspace: string;
+  taskId: string | null;
+  /** Where the command runs: the task's workspace, else the project's. */
+  workspace: string;
+  idempotencyKey: string;
+  timeoutMs: number;
+}
+
+export type ExecutionOutcome = 'success' | 'transient' | 'failed' | 'aborted';
+
+export interface ExecutionResult {
+  outcome: ExecutionOutcome;
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  outputTail: string;
+  durationMs: number;
+  pid?: number;
+}
+
+/** EX_TEMPFAIL: the command asks to be retried later. */
+export const EXIT_TRANSIENT = 75;
+export const OUTPUT_TAIL_BYTES = 64 * 1024;
+
+export interface RunExecutor {
+  readonly kind: string;
+  /** Runs one attempt; `signal` aborts it at once (lock lost, cancelled, shutting down). */
+  execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult>;
+}
+
+export const RUN_EXECUTOR = Symbol('RUN_EXECUTOR');
+
+export function classifyExit(exitCode: number | null, signal: string | null, timedOut: boolean, aborted: boolean): ExecutionOutcome {
+  if (aborted) return 'aborted';
+  if (timedOut) return 'transient';
+  if (exitCode === 0) return 'success';
+  if (exitCode === EXIT_TRANSIENT) return 'transient';
+  return signal || exitCode !== null ? 'failed' : 'failed';
+}

@@ -1,0 +1,114 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { createHash } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.module';
+import { DomainError } from '../common/domain-error';
+import { MetricsService } from '../metrics/metrics.service';
+
+export interface StoredAnswer {
+  status: number;
+  body: unknown;
+  replayed: boolean;
+}
+
+/** A claim left in flight this long is taken to be a crashed request and may be taken over. */
+const ABANDONED_AFTER_MS = 5 * 60_000;
+
+export function fingerprint(method: string, route: string, body: unknown): string {
+  return createHash('sha256').update(`${method} ${route}\n${canonicalJson(body)}`).digest('hex');
+}
+
+/** JSON with sorted keys, so {a,b} and {b,a} are the same request. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const obj = value as Record<string, unknown>;
+    return `{${Object.keys(obj)
+      .filter((k) => obj[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/**
+ * Idempotency-Key in Postgres. The key is claimed "in flight" with an INSERT … ON CONFLICT DO
+ * NOTHING (committed at once, so a parallel request with the key sees it and gets 409); the work
+ * and the stored answer then commit in ONE transaction, so a crash can never leave a created run
+ * without its key's answer. Same key + other request: 422. Keys live IDEMPOTENCY_KEY_TTL_MS (24 h).
+ */
+@Injectable()
+export class IdempotencyService {
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly metrics: MetricsService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async execute<T>(
+    key: string,
+    print: string,
+    work: (em: EntityManager) => Promise<{ status: number; body: unknown; after?: T }>,
+  ): Promise<StoredAnswer & { after?: T }> {
+    const stored = await this.claim(key, print);
+    if (stored) return stored;
+    try {
+      return await this.ds.transaction(async (em) => {
+        const result = await work(em);
+        await em.query(
+          `UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`,
+          [key, result.status, JSON.stringify(result.body)],
+        );
+        return { status: result.status, body: result.body, replayed: false, after: result.after };
+      });
+    } catch (err) {
+      // Nothing was created: free the key so the client's retry can do the work.
+      await this.ds.query(`DELETE FROM idempotency_keys WHERE key = $1 AND state = 'in_flight'`, [key]).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** null = the key is ours to do the work; otherwise the answer to give. */
+  private async claim(key: string, print: string): Promise<StoredAnswer | null> {
+    for (let i = 0; i < 3; i++) {
+      const inserted = await this.ds.query(
+        `INSERT INTO idempotency_keys (key, fingerprint, state, expires_at)
+         VALUES ($1, $2, 'in_flight', now() + $3 * interval '1 millisecond')
+         ON CONFLICT ON CONSTRAINT pk_idempotency_keys DO NOTHING RETURNING key`,
+        [key, print, this.config.idempotencyKeyTtlMs],
+      );
+      if (inserted.length) return null;
+      const rows: Array<{ fingerprint: string; state: string; response_status: number; response_body: unknown; expired: boolean; abandoned: boolean }> =
+        await this.ds.query(
+          `SELECT fingerprint, state, response_status, response_body, expires_at < now() AS expired,
+                  (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond') AS abandoned
+             FROM idempotency_keys WHERE key = $1`,
+          [key, ABANDONED_AFTER_MS],
+        );
+      const row = rows[0];
+      if (!row) continue; // deleted in between: try the insert again
+      if (row.expired || row.abandoned) {
+        await this.ds.query(`DELETE FROM idempotency_keys WHERE key = $1 AND (expires_at < now() OR (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond'))`, [key, ABANDONED_AFTER_MS]);
+        continue;
+      }
+      if (row.fingerprint !== print) {
+        throw new DomainError(422, 'Unprocessable Entity', 'Idempotency-Key was already used with a different request');
+      }
+      this.metrics.duplicate('idempotency_key');
+      if (row.state === 'in_flight') {
+        throw new DomainError(409, 'Conflict', 'a request with this Idempotency-Key is still in flight', { 'Retry-After': '1' });
+      }
+      return { status: row.response_status, body: row.response_body, replayed: true };
+    }
+    throw new DomainError(409, 'Conflict', 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
+  }
+
+  /** Drops expired keys (the scheduler calls this). */
+  async prune(): Promise<number> {
+    const res = await this.ds.query(`DELETE FROM idempotency_keys WHERE expires_at < now()`);
+    return Array.isArray(res) ? (res[1] ?? 0) : 0;
+  }
+}

@@ -1,0 +1,47 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AppConfig, AppRole, roleRunsWorkers, roleServesApi } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.module';
+import { processEnvironment } from '../config/env';
+import { NotificationsModule } from '../notifications/notifications.module';
+import { DispatchService } from './dispatch.service';
+import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
+import { NoopExecutor } from './executor/noop-executor';
+import { ShellExecutor } from './executor/shell-executor';
+import { IdempotencyService } from './idempotency.service';
+import { ProjectsController } from './projects.controller';
+import { ProjectsService } from './projects.service';
+import { RunClaimService } from './run-claim.service';
+import { RunFinalizer } from './run-finalizer';
+import { RunTransitionsRepository } from './run-transitions.repository';
+import { RunProcessor } from './run.processor';
+import { RunsController } from './runs.controller';
+import { RunsService } from './runs.service';
+
+const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository];
+
+/** Projects, runs, the state machine, dispatch; the processor only where the role runs workers. */
+@Module({})
+export class RunsModule {
+  static register(role: AppRole): DynamicModule {
+    const worker = roleRunsWorkers(role)
+      ? [
+          RunClaimService,
+          RunFinalizer,
+          RunProcessor,
+          {
+            provide: RUN_EXECUTOR,
+            inject: [APP_CONFIG],
+            useFactory: (config: AppConfig): RunExecutor =>
+              config.runExecutor === 'noop' ? new NoopExecutor() : new ShellExecutor(config.orchestratorCommand, processEnvironment()),
+          },
+        ]
+      : [];
+    return {
+      module: RunsModule,
+      imports: [NotificationsModule],
+      providers: [...CORE, ...worker],
+      controllers: roleServesApi(role) ? [ProjectsController, RunsController] : [],
+      exports: [...CORE],
+    };
+  }
+}

@@ -1,0 +1,137 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { conflict, DomainError, notFound } from '../common/domain-error';
+import { WORKER_ID } from '../locks/locks.module';
+import { DispatchService } from './dispatch.service';
+import { RunKind, RunStatus } from './run-status';
+import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
+import { RunView, toRunView } from './run.view';
+
+export interface NewRun {
+  projectId: string;
+  requirement: string;
+  dispatch?: boolean;
+  taskId?: string | null;
+  kind?: RunKind;
+}
+
+export interface RunEventView {
+  from: RunStatus | null;
+  to: RunStatus;
+  at: string;
+  attempt: number;
+  fencingToken: number;
+  workerId: string | null;
+  reason: string | null;
+}
+
+@Injectable()
+export class RunsService {
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly transitions: RunTransitionsRepository,
+    private readonly dispatcher: DispatchService,
+    @Inject(WORKER_ID) private readonly workerId: string,
+  ) {}
+
+  /**
+   * Inserts a run in the caller's transaction. With `dispatch` it is born QUEUED (generation 1):
+   * nobody else knows its id yet, so no guard is needed; call `enqueueAfterCommit` once committed.
+   */
+  async createInTx(em: EntityManager, input: NewRun): Promise<RunRow> {
+    const status = input.dispatch ? RunStatus.QUEUED : RunStatus.PENDING;
+    const rows: RunRow[] = await em.query(
+      `INSERT INTO runs (project_id, task_id, kind, requirement, status, dispatch_generation)
+       SELECT p.id, $2, $3, $4, $5, $6 FROM projects p WHERE p.id = $1
+       RETURNING *, NULL::text AS from_status`,
+      [input.projectId, input.taskId ?? null, input.kind ?? RunKind.MANUAL, input.requirement, status, input.dispatch ? 1 : 0],
+    );
+    const run = rows[0];
+    if (!run) throw notFound('project', input.projectId);
+    await this.transitions.recordCreated(em, run, input.dispatch ? 'created and dispatched' : 'created', this.workerId);
+    return run;
+  }
+
+  async enqueueAfterCommit(run: RunRow): Promise<void> {
+    if (run.status === RunStatus.QUEUED) await this.dispatcher.enqueue(run);
+  }
+
+  async create(input: NewRun): Promise<RunView> {
+    const run = await this.ds.transaction((em) => this.createInTx(em, input));
+    await this.enqueueAfterCommit(run);
+    return toRunView(run);
+  }
+
+  async get(id: string): Promise<RunView> {
+    const rows: RunRow[] = await this.ds.query('SELECT * FROM runs WHERE id = $1', [id]);
+    if (!rows[0]) throw notFound('run', id);
+    return toRunView(rows[0], true);
+  }
+
+  async list(q: { projectId?: string; status?: RunStatus; limit: number; cursor?: string }): Promise<{ items: RunView[]; nextCursor: string | null }> {
+    const params: unknown[] = [];
+    const where: string[] = [];
+    if (q.projectId) where.push(`project_id = $${params.push(q.projectId)}`);
+    if (q.status) where.push(`status = $${params.push(q.status)}`);
+    if (q.cursor) {
+      const c = decodeCursor(q.cursor);
+      where.push(
+        `(created_at, id) < (timestamptz 'epoch' + $${params.push(c.createdUs)}::bigint * interval '1 microsecond', $${params.push(c.id)}::uuid)`,
+      );
+    }
+    const sql = `SELECT *, (EXTRACT(EPOCH FROM created_at) * 1000000)::bigint AS created_us FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+                 ORDER BY created_at DESC, id DESC LIMIT $${params.push(q.limit + 1)}`;
+    const rows: Array<RunRow & { created_us: string }> = await this.ds.query(sql, params);
+    const page = rows.slice(0, q.limit);
+    const last = page[page.length - 1];
+    const nextCursor = rows.length > q.limit && last ? encodeCursor(last.created_us, last.id) : null;
+    return { items: page.map((r) => toRunView(r)), nextCursor };
+  }
+
+  async events(id: string): Promise<{ items: RunEventView[] }> {
+    await this.get(id);
+    const rows: Array<{ from_status: RunStatus | null; to_status: RunStatus; at: Date; attempt: number; fencing_token: string; worker_id: string | null; reason: string | null }> =
+      await this.ds.query('SELECT * FROM run_events WHERE run_id = $1 ORDER BY id', [id]);
+    return {
+      items: rows.map((e) => ({
+        from: e.from_status,
+        to: e.to_status,
+        at: new Date(e.at).toISOString(),
+        attempt: e.attempt,
+        fencingToken: Number(e.fencing_token),
+        workerId: e.worker_id,
+        reason: e.reason,
+      })),
+    };
+  }
+
+  /** A running command notices within one heartbeat (its lease check finds the run CANCELLED). */
+  async cancel(id: string, reason = 'cancelled via API'): Promise<RunView> {
+    const row = await this.transitions.transition(id, {
+      to: RunStatus.CANCELLED,
+      from: [RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING],
+      set: ['finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL'],
+      workerId: this.workerId,
+      reason,
+    });
+    if (row) return toRunView(row);
+    const current = await this.get(id);
+    throw conflict(`run is ${current.status}; only PENDING, QUEUED, RETRYING or RUNNING runs can be cancelled`);
+  }
+}
+
+/** Opaque keyset cursor: (created_at in microseconds, id) of the last row of the page. */
+function encodeCursor(createdUs: string, id: string): string {
+  return Buffer.from(JSON.stringify([String(createdUs), id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdUs: string; id: string } {
+  try {
+    const [createdUs, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (typeof createdUs !== 'string' || !/^\d{1,17}$/.test(createdUs) || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) throw new Error();
+    return { createdUs, id };
+  } catch {
+    throw new DomainError(400, 'Bad Request', 'cursor is not valid');
+  }
+}
