@@ -11,6 +11,7 @@ import { MetricsModule } from './metrics/metrics.module';
 import { NotificationsModule } from './notifications/notifications.module';
 import { QueuesModule } from './queues/queues.module';
 import { RunsModule } from './runs/runs.module';
+import { SchedulerModule } from './scheduler/scheduler.module';
 
 /** The application for one role; main.ts and the tests build it from a validated config. */
 @Module({})
@@ -25,6 +26,7 @@ export class AppModule {
         MetricsModule,
         LocksModule,
         QueuesModule,
+        SchedulerModule,
         HealthModule,
         NotificationsModule,
         RunsModule.register(config.role),
