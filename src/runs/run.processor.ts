@@ -1,4 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { queryRows } from '../database/transaction';
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
 import { join } from 'node:path';
@@ -17,9 +20,6 @@ import { retryDelayMs } from './retry-policy';
 import { RunClaimService } from './run-claim.service';
 import { RunFinalizer } from './run-finalizer';
 import { RunStatus } from './run-status';
-import { RunTransitionsRepository } from './run-transitions.repository';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 
 export type RunJobOutcome = 'succeeded' | 'failed' | 'fenced' | `skipped: ${string}`;
 
@@ -36,7 +36,6 @@ export class RunProcessor implements OnModuleInit {
     private readonly taskLock: TaskLockService,
     private readonly claims: RunClaimService,
     private readonly finalizer: RunFinalizer,
-    private readonly transitions: RunTransitionsRepository,
     private readonly kicker: NotificationKicker,
     private readonly metrics: MetricsService,
     @InjectDataSource() private readonly ds: DataSource,
@@ -68,7 +67,8 @@ export class RunProcessor implements OnModuleInit {
     const token = run.fencing_token;
     // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
     lease.onBeat(async () => {
-      const rows = await this.ds.query(
+      const rows = await queryRows(
+        this.ds,
         `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
           WHERE id = $1 AND fencing_token = $2 AND status = 'RUNNING' RETURNING id`,
         [runId, token, this.config.runLockTtlMs],
