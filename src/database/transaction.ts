@@ -9,7 +9,12 @@ export function isTransientDbError(err: unknown): boolean {
   if (code && TRANSIENT_PG_CODES.has(code)) return true;
   if (code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'EPIPE') return true;
   const msg = e?.message ?? '';
-  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(msg);
+  const name = (err as Error)?.name ?? '';
+  // TypeORM surfaces a connection that died under a transaction as a released query runner.
+  if (/QueryRunner(Provider)?AlreadyReleased/.test(name)) return true;
+  return /Connection terminated|terminating connection|connection timeout|Client has encountered a connection error|not queryable|already released|ECONNRESET|ECONNREFUSED/i.test(
+    msg,
+  );
 }
 
 export function pgErrorCode(err: unknown): string | undefined {

@@ -86,7 +86,9 @@ export async function startProcess(env: Record<string, string>, role = 'worker')
         child.kill('SIGCONT');
         child.kill(signal);
       }
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 10_000)))]);
+      clearTimeout(timer);
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     },
   };
