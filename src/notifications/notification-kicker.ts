@@ -1,4 +1,11 @@
-import { Injectable } from '@nestjs/common';
+import { InjectQueue } from '@nestjs/bull';
+import { Injectable, Logger } from '@nestjs/common';
+import type { Queue } from 'bull';
+import { notificationJobId } from '../queues/job-ids';
+import { NOTIFICATIONS_QUEUE, NotificationJobData } from '../queues/queue-names';
+
+/** A kick waits no longer than this for Redis: the run's job should not hang on a courtesy. */
+const KICK_TIMEOUT_MS = 2000;
 
 /**
  * Starts delivery of a freshly committed outbox row without waiting for the sweeper. Failing to
@@ -6,7 +13,37 @@ import { Injectable } from '@nestjs/common';
  */
 @Injectable()
 export class NotificationKicker {
-  async kick(_notificationId: string): Promise<void> {
-    // Delivery is wired by the notifications delivery side (queue + sweeper).
+  private readonly logger = new Logger(NotificationKicker.name);
+
+  constructor(@InjectQueue(NOTIFICATIONS_QUEUE) private readonly queue: Queue<NotificationJobData>) {}
+
+  /** Never throws: a lost kick is the sweeper's business. */
+  async kick(notificationId: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${KICK_TIMEOUT_MS} ms`)), KICK_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([this.enqueue(notificationId, 0), timeout]);
+    } catch (err) {
+      this.logger.warn({ msg: 'notification kick failed; the sweeper will deliver it', notificationId, err: String(err) });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * One job per (row, attempts): a duplicate add while that job lives collapses into it. Bull
+   * also drops an add SILENTLY while a completed or failed job keeps the id, which would strand a
+   * row that is still PENDING — so such a leftover is removed first.
+   */
+  async enqueue(notificationId: string, attempts: number): Promise<void> {
+    const jobId = notificationJobId(notificationId, attempts);
+    const existing = await this.queue.getJob(jobId);
+    if (existing) {
+      const state = await existing.getState();
+      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
+    }
+    await this.queue.add({ notificationId }, { jobId });
   }
 }

@@ -1,18 +1,43 @@
-import { Module } from '@nestjs/common';
-import type { AppConfig } from '../config/app-config';
+import { DynamicModule, Module, Provider } from '@nestjs/common';
+import { AppConfig, AppRole, roleRunsScheduler, roleRunsWorkers, roleServesApi } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { NotificationKicker } from './notification-kicker';
-import { OutboxWriter } from './outbox.writer';
+import { NotificationClaims } from './notification-claims.repository';
+import { NotificationDelivery } from './notification-delivery.service';
+import { NotificationSweeper } from './notification-sweeper';
+import { NotificationsController } from './notifications.controller';
+import { NotificationsProcessor } from './notifications.processor';
+import { NotificationsService } from './notifications.service';
+import { OutboxModule } from './outbox.module';
+import { SlackClient } from './slack.client';
 
-@Module({
-  providers: [
-    NotificationKicker,
-    {
-      provide: OutboxWriter,
-      inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => new OutboxWriter({ slackConfigured: Boolean(config.slackWebhookUrl) }),
-    },
-  ],
-  exports: [OutboxWriter, NotificationKicker],
-})
-export class NotificationsModule {}
+const slackClient: Provider = {
+  provide: SlackClient,
+  inject: [APP_CONFIG],
+  useFactory: (config: AppConfig) => new SlackClient(config.slackWebhookUrl),
+};
+
+/**
+ * Delivery and reading of the outbox, by role: the processor where workers run, the sweeper
+ * where the scheduler runs, GET /api/notifications where the API is served. The writing side
+ * (OutboxModule) is imported by runs.
+ */
+@Module({})
+export class NotificationsModule {
+  static register(role: AppRole): DynamicModule {
+    const worker = roleRunsWorkers(role);
+    const scheduler = roleRunsScheduler(role);
+    const api = roleServesApi(role);
+    const providers: Provider[] = [
+      ...(worker || scheduler ? [NotificationClaims] : []),
+      ...(worker ? [slackClient, NotificationDelivery, NotificationsProcessor] : []),
+      ...(scheduler ? [NotificationSweeper] : []),
+      ...(api ? [NotificationsService] : []),
+    ];
+    return {
+      module: NotificationsModule,
+      imports: [OutboxModule],
+      providers,
+      controllers: api ? [NotificationsController] : [],
+    };
+  }
+}

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import type { MetricsService } from '../metrics/metrics.service';
 import { NotificationChannel, NotificationEventType, NotificationStatus } from './notification-log.entity';
 
 export interface OutboxMessage {
@@ -16,7 +17,10 @@ export interface OutboxMessage {
  */
 @Injectable()
 export class OutboxWriter {
-  constructor(private readonly channels: { slackConfigured: boolean }) {}
+  constructor(
+    private readonly channels: { slackConfigured: boolean },
+    private readonly metrics?: MetricsService,
+  ) {}
 
   async add(em: EntityManager, msg: OutboxMessage, channel: NotificationChannel = 'slack'): Promise<string | null> {
     // Without a Slack URL the row is still written (SKIPPED) so an operator sees why nothing went out.
@@ -28,6 +32,9 @@ export class OutboxWriter {
        RETURNING id`,
       [msg.runId, msg.eventType, channel, status, JSON.stringify({ text: msg.text, blocks: msg.blocks }), status === NotificationStatus.SKIPPED ? 'SLACK_WEBHOOK_URL is not set' : null],
     );
-    return rows[0]?.id ?? null;
+    const id = rows[0]?.id ?? null;
+    // Counted before the caller commits: a rolled-back finalize may over-count by one, harmlessly.
+    if (id && status === NotificationStatus.SKIPPED) this.metrics?.notifications.inc({ outcome: 'skipped' });
+    return id;
   }
 }

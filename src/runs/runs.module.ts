@@ -2,7 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppConfig, AppRole, roleRunsWorkers, roleServesApi } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { processEnvironment } from '../config/env';
-import { NotificationsModule } from '../notifications/notifications.module';
+import { OutboxModule } from '../notifications/outbox.module';
 import { DispatchService } from './dispatch.service';
 import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
 import { NoopExecutor } from './executor/noop-executor';
@@ -38,7 +38,7 @@ export class RunsModule {
       : [];
     return {
       module: RunsModule,
-      imports: [NotificationsModule],
+      imports: [OutboxModule],
       providers: [...CORE, ...worker],
       controllers: roleServesApi(role) ? [ProjectsController, RunsController] : [],
       exports: [...CORE],

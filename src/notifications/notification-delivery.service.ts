@@ -1,0 +1,116 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.module';
+import { isTransientDbError } from '../database/transaction';
+import { MetricsService } from '../metrics/metrics.service';
+import { ClaimKeeper } from './claim-keeper';
+import { ClaimedNotification, ClaimMiss, NotificationClaims } from './notification-claims.repository';
+import { notificationRetryDelayMs } from './retry-backoff';
+import { SlackClient, SlackOutcome } from './slack.client';
+
+export type DeliveryResult =
+  | { kind: 'sent'; attempts: number }
+  /** FAILED for good (out of attempts, or Slack refused the message). */
+  | { kind: 'failed'; error: string }
+  /** The attempt failed; the row is PENDING again and due in `delayMs`. */
+  | { kind: 'retry'; delayMs: number; error: string }
+  | ClaimMiss;
+
+/** How long recording "SENT" keeps retrying through a database outage before giving up. */
+const RECORD_SENT_DEADLINE_MS = 60_000;
+
+/**
+ * One delivery attempt of one outbox row: claim (conditional UPDATE with a lease) → POST →
+ * record. The claim lease is RUN_LOCK_TTL_MS, kept alive by a ClaimKeeper while Slack has the
+ * request; "SENT" is committed right after Slack's 200, the only window where a crash can repeat
+ * a message (see docs/notifications.md).
+ */
+@Injectable()
+export class NotificationDelivery {
+  private readonly logger = new Logger(NotificationDelivery.name);
+
+  constructor(
+    private readonly claims: NotificationClaims,
+    private readonly slack: SlackClient,
+    private readonly metrics: MetricsService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  get leaseMs(): number {
+    return this.config.runLockTtlMs;
+  }
+
+  async deliver(notificationId: string, signal?: AbortSignal): Promise<DeliveryResult> {
+    // A replica without a URL must not burn the attempts of rows a configured replica wrote.
+    if (!this.slack.configured) return { kind: 'gone', reason: 'SLACK_WEBHOOK_URL is not set in this process' };
+    if (signal?.aborted) return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'lock lost before the claim' };
+    const max = this.config.notifyMaxAttempts;
+    const claim = await this.claims.claim(notificationId, this.leaseMs, max);
+    if (!claim) return this.claims.whyNot(notificationId, max);
+    const keeper = new ClaimKeeper(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, (err) =>
+      this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
+    ).start();
+    let outcome: SlackOutcome;
+    try {
+      outcome = await this.slack.post(claim.message, signal ? AbortSignal.any([signal, keeper.signal]) : keeper.signal);
+    } finally {
+      keeper.stop();
+    }
+    return this.record(claim, outcome);
+  }
+
+  private async record(claim: ClaimedNotification, outcome: SlackOutcome): Promise<DeliveryResult> {
+    const log = { notificationId: claim.id, runId: claim.runId, attempt: claim.attempts };
+    switch (outcome.kind) {
+      case 'ok': {
+        const recorded = await this.recordSent(claim);
+        this.metrics.notifications.inc({ outcome: 'sent' });
+        if (recorded) this.logger.log({ msg: 'notification sent', ...log });
+        // Another deliverer recorded it first: Slack now shows this message twice.
+        else this.logger.warn({ msg: 'notification posted again after another deliverer sent it (duplicate)', ...log });
+        return { kind: 'sent', attempts: claim.attempts };
+      }
+      case 'aborted':
+        // Claim or lock lost mid-POST: we cannot know whether Slack got it, and the row is no
+        // longer ours to write. Its next holder takes it once the (no longer extended) lease lapses.
+        this.logger.warn({ msg: 'notification post aborted: claim or lock lost', ...log });
+        return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim or lock lost while posting' };
+      case 'permanent':
+        return this.fail(claim, outcome.error);
+      case 'transient': {
+        if (claim.attempts >= this.config.notifyMaxAttempts) return this.fail(claim, outcome.error);
+        const delayMs = notificationRetryDelayMs(claim.attempts, this.config.notifyRetryBaseDelayMs, outcome.retryAfterMs);
+        if (!(await this.claims.markRetry(claim, delayMs, outcome.error))) return this.takenOver(claim);
+        this.metrics.notifications.inc({ outcome: 'retried' });
+        this.logger.warn({ msg: 'notification attempt failed; will retry', ...log, retryInMs: delayMs, error: outcome.error });
+        return { kind: 'retry', delayMs, error: outcome.error };
+      }
+    }
+  }
+
+  private async fail(claim: ClaimedNotification, error: string): Promise<DeliveryResult> {
+    if (!(await this.claims.markFailed(claim, error))) return this.takenOver(claim);
+    this.metrics.notifications.inc({ outcome: 'failed' });
+    this.logger.error({ msg: 'notification FAILED', notificationId: claim.id, runId: claim.runId, attempts: claim.attempts, error });
+    return { kind: 'failed', error };
+  }
+
+  private takenOver(claim: ClaimedNotification): DeliveryResult {
+    this.logger.warn({ msg: 'notification claim was taken over; recording nothing', notificationId: claim.id, attempt: claim.attempts });
+    return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim taken over by another deliverer' };
+  }
+
+  /** Slack has the message: keep trying to say so through a database blip, or the next holder posts it again. */
+  private async recordSent(claim: ClaimedNotification): Promise<boolean> {
+    const deadline = Date.now() + RECORD_SENT_DEADLINE_MS;
+    for (let delay = 50; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        return await this.claims.markSent(claim.id);
+      } catch (err) {
+        if (!isTransientDbError(err) || Date.now() > deadline) throw err;
+        this.logger.warn({ msg: 'recording a sent notification failed; retrying', notificationId: claim.id, retryInMs: delay, err: String(err) });
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+}
