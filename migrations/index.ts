@@ -1,5 +1,6 @@
 import { CreateCoreSchema1764400000000 } from './1764400000000-CreateCoreSchema';
+import { CreateWebhookDeliveries1795972334867 } from './1795972334867-CreateWebhookDeliveries';
 
 // Migrations are listed explicitly (not globbed) so the app, the CLI and jest load the same set.
 // Append new ones at the end, in timestamp order.
-export const MIGRATIONS: Function[] = [CreateCoreSchema1764400000000];
+export const MIGRATIONS: Function[] = [CreateCoreSchema1764400000000, CreateWebhookDeliveries1795972334867];

@@ -16,7 +16,8 @@ export class HttpErrorFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<Response>();
     const { status, message, headers } = this.describe(exception);
-    if (status >= 500) {
+    // A DomainError is a deliberate answer (e.g. 503 "not configured"): its message is safe to show.
+    if (status >= 500 && !(exception instanceof DomainError)) {
       const errorId = randomUUID();
       this.logger.error({ msg: 'unhandled error', errorId, err: exception instanceof Error ? exception.stack : String(exception) });
       res.status(status).json({ statusCode: status, error: STATUS_CODES[status] ?? 'Error', message: `internal error (id ${errorId})` });

@@ -4,6 +4,7 @@ import { ProjectEntity } from '../runs/entities/project.entity';
 import { RunEventEntity } from '../runs/entities/run-event.entity';
 import { RunEntity } from '../runs/entities/run.entity';
 import { TaskEntity } from '../tasks/task.entity';
+import { WebhookDeliveryEntity } from '../webhooks/webhook-delivery.entity';
 
 /** Every entity, listed once: the data source, the drift check and the CLI all use this. */
-export const ENTITIES = [ProjectEntity, TaskEntity, RunEntity, RunEventEntity, IdempotencyKeyEntity, NotificationLogEntity];
+export const ENTITIES = [ProjectEntity, TaskEntity, RunEntity, RunEventEntity, IdempotencyKeyEntity, NotificationLogEntity, WebhookDeliveryEntity];

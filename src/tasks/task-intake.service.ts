@@ -1,0 +1,176 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DataSource, EntityManager } from 'typeorm';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.module';
+import { pgConstraint, pgErrorCode } from '../database/transaction';
+import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
+import { RunKind, RunStatus } from '../runs/run-status';
+import { RunTransitionsRepository } from '../runs/run-transitions.repository';
+import { RunsService } from '../runs/runs.service';
+import { ExternalProjectRef, ensureExternalProject } from './external-projects';
+import { TaskStatus, UX_TASKS_EXTERNAL_REF } from './task.entity';
+
+/** An external work item as the intake needs it, whatever the provider. */
+export interface ExternalWorkItem {
+  provider: string;
+  externalId: string;
+  project: Omit<ExternalProjectRef, 'provider'>;
+  title: string;
+  url: string | null;
+  metadata: Record<string, unknown> & { updatedAt?: string | null };
+  requirement: string;
+}
+
+export type OpenResult =
+  | { outcome: 'created'; taskId: string; runId: string; projectId: string }
+  | { outcome: 'exists'; taskId: string; runId: string | null };
+
+export type CloseResult =
+  | { outcome: 'closed'; taskId: string; runId: string | null; runCancelled: boolean }
+  | { outcome: 'not_found' };
+
+/** Extra work the caller wants committed atomically with a new task (e.g. marking its delivery). */
+export type WithinCreate = (em: EntityManager, created: { taskId: string; runId: string }) => Promise<void>;
+
+/** Unique constraints whose violation means "someone else created it first": a result, not a 500. */
+const BUSINESS_KEYS = new Set([UX_TASKS_EXTERNAL_REF, UX_RUNS_TASK_AUTHORING]);
+
+/** The enqueue is best effort: the run is QUEUED in Postgres and the reconciler enqueues it if we don't. */
+const ENQUEUE_BUDGET_MS = 2000;
+
+/**
+ * One task, one authoring run, one workspace per external work item, however often and however
+ * concurrently it is announced. Cheap read first (a known item costs one SELECT); otherwise one
+ * transaction whose `INSERT … ON CONFLICT DO NOTHING RETURNING` decides the single winner, and
+ * only the winner provisions the workspace and creates the run.
+ */
+@Injectable()
+export class TaskIntakeService {
+  private readonly logger = new Logger(TaskIntakeService.name);
+
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly runs: RunsService,
+    private readonly transitions: RunTransitionsRepository,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async open(item: ExternalWorkItem, within?: WithinCreate): Promise<OpenResult> {
+    const known = await this.find(this.ds.manager, item.provider, item.externalId);
+    if (known) {
+      await this.refresh(known.taskId, item);
+      return { outcome: 'exists', ...known };
+    }
+    let workspace: string | null = null;
+    try {
+      const created = await this.ds.transaction(async (em) => {
+        const project = await ensureExternalProject(em, this.config.workspaceRoot, { provider: item.provider, ...item.project });
+        const rows: Array<{ id: string }> = await em.query(
+          `INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
+           RETURNING id`,
+          [project.id, item.provider, item.externalId, item.url, item.title, item.metadata],
+        );
+        const taskId = rows[0]?.id;
+        if (!taskId) return null; // a concurrent intake committed it first: it owns workspace and run
+        workspace = join(this.config.workspaceRoot, project.id, 'tasks', taskId);
+        await mkdir(workspace, { recursive: true });
+        const run = await this.runs.createInTx(em, {
+          projectId: project.id,
+          taskId,
+          requirement: item.requirement,
+          kind: RunKind.AUTHORING,
+          dispatch: true,
+        });
+        await within?.(em, { taskId, runId: run.id });
+        return { run, taskId, projectId: project.id };
+      });
+      if (!created) return await this.existing(item);
+      await this.enqueue(created.run);
+      return { outcome: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
+    } catch (err) {
+      // The task id was this transaction's own, so nobody else can be using its directory.
+      if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
+      if (pgErrorCode(err) === '23505' && BUSINESS_KEYS.has(pgConstraint(err) ?? '')) return this.existing(item);
+      throw err;
+    }
+  }
+
+  /** Marks the task cancelled and cancels its authoring run if that has not started yet. */
+  async close(provider: string, externalId: string, reason: string): Promise<CloseResult> {
+    return this.ds.transaction(async (em) => {
+      const tasks: Array<{ id: string }> = await em.query(
+        'SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE',
+        [provider, externalId],
+      );
+      const taskId = tasks[0]?.id;
+      if (!taskId) return { outcome: 'not_found' as const };
+      await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [taskId, TaskStatus.CANCELLED]);
+      const runs: Array<{ id: string }> = await em.query(`SELECT id FROM runs WHERE task_id = $1 AND kind = $2`, [taskId, RunKind.AUTHORING]);
+      const runId = runs[0]?.id ?? null;
+      // Only a run that has not started: a running or finished one is left to finish as it will.
+      const cancelled = runId
+        ? await this.transitions.transition(
+            runId,
+            {
+              to: RunStatus.CANCELLED,
+              from: [RunStatus.PENDING, RunStatus.QUEUED],
+              set: ['finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL'],
+              reason,
+            },
+            em,
+          )
+        : null;
+      return { outcome: 'closed' as const, taskId, runId, runCancelled: cancelled !== null };
+    });
+  }
+
+  /** Lost the race to a concurrent intake: read its committed task (and let our event refresh it). */
+  private async existing(item: ExternalWorkItem): Promise<OpenResult> {
+    const known = await this.find(this.ds.manager, item.provider, item.externalId);
+    if (!known) throw new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
+    await this.refresh(known.taskId, item);
+    return { outcome: 'exists', ...known };
+  }
+
+  private async find(em: EntityManager, provider: string, externalId: string): Promise<{ taskId: string; runId: string | null } | null> {
+    const rows: Array<{ id: string; run_id: string | null }> = await em.query(
+      `SELECT t.id, r.id AS run_id FROM tasks t LEFT JOIN runs r ON r.task_id = t.id AND r.kind = $3
+        WHERE t.external_provider = $1 AND t.external_id = $2`,
+      [provider, externalId, RunKind.AUTHORING],
+    );
+    return rows[0] ? { taskId: rows[0].id, runId: rows[0].run_id } : null;
+  }
+
+  /**
+   * Title and metadata follow the newest event. Deliveries arrive out of order and carry the item
+   * as it was when the sender's job ran, so an older `updatedAt` never overwrites a newer one.
+   */
+  private async refresh(taskId: string, item: ExternalWorkItem): Promise<void> {
+    if (!item.metadata.updatedAt) return;
+    await this.ds.query(
+      `UPDATE tasks SET title = $2, url = COALESCE($3, url), metadata = $4, updated_at = now()
+        WHERE id = $1 AND status = $6
+          AND (metadata->>'updatedAt' IS NULL OR (metadata->>'updatedAt')::timestamptz < $5::timestamptz)`,
+      [taskId, item.title, item.url, item.metadata, item.metadata.updatedAt, TaskStatus.OPEN],
+    );
+  }
+
+  private async enqueue(run: Parameters<RunsService['enqueueAfterCommit']>[0]): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const budget = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), ENQUEUE_BUDGET_MS);
+      timer.unref();
+    });
+    const outcome = await Promise.race([this.runs.enqueueAfterCommit(run).then(() => 'done' as const), budget]).catch((err: unknown) => {
+      this.logger.warn({ msg: 'enqueue after commit failed; the reconciler will enqueue the run', runId: run.id, err: String(err) });
+      return 'failed' as const;
+    });
+    clearTimeout(timer);
+    if (outcome === 'late') this.logger.warn({ msg: 'enqueue is slow; answering anyway (the run is QUEUED in Postgres)', runId: run.id });
+  }
+}

@@ -1,0 +1,54 @@
+import { TaskStatus } from './task.entity';
+
+/** The API shape of a task (contract: GET /api/tasks): its external reference and its run. */
+export interface TaskView {
+  id: string;
+  projectId: string;
+  externalProvider: string | null;
+  externalId: string | null;
+  url: string | null;
+  title: string;
+  status: TaskStatus;
+  metadata: Record<string, unknown>;
+  /** The task's authoring run (at most one: ux_runs_task_authoring). */
+  runId: string | null;
+  runStatus: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A task row joined with its authoring run, straight from Postgres. */
+export interface TaskRow {
+  id: string;
+  project_id: string;
+  external_provider: string | null;
+  external_id: string | null;
+  url: string | null;
+  title: string;
+  status: TaskStatus;
+  metadata: Record<string, unknown>;
+  run_id: string | null;
+  run_status: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const TASK_SELECT = `SELECT t.*, r.id AS run_id, r.status AS run_status
+  FROM tasks t LEFT JOIN runs r ON r.task_id = t.id AND r.kind = 'authoring'`;
+
+export function toTaskView(row: TaskRow): TaskView {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    externalProvider: row.external_provider,
+    externalId: row.external_id,
+    url: row.url,
+    title: row.title,
+    status: row.status,
+    metadata: row.metadata,
+    runId: row.run_id,
+    runStatus: row.run_status,
+    createdAt: new Date(row.created_at).toISOString(),
+    updatedAt: new Date(row.updated_at).toISOString(),
+  };
+}

@@ -1,0 +1,110 @@
+import { descriptionText, parsePlaneEvent, planeDedupeKey, requirementOf } from './plane-payload';
+
+const ID = '5f0c7a52-2a43-4a4e-9d2b-5b1bb1a7e001';
+const PROJECT = '0c8f0e4d-7e0f-4b5a-8d51-3d7f3f0f0002';
+const WS = 'a1b2c3d4-0000-4000-8000-000000000003';
+const ACTOR = 'b0b0b0b0-0000-4000-8000-000000000004';
+
+const v1 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = {}) => ({
+  event: 'issue',
+  action: 'created',
+  webhook_id: 'w',
+  workspace_id: WS,
+  data: { id: ID, name: 'Add health', project: PROJECT, description_stripped: 'Expose it', updated_at: '2026-11-02T09:00:00Z', ...data },
+  activity: { actor: { id: ACTOR } },
+  ...over,
+});
+
+describe('parsePlaneEvent (v1)', () => {
+  it('reads a created work item', () => {
+    const e = parsePlaneEvent(v1());
+    expect(e).toMatchObject({ version: 'v1', intent: 'upsert', workItemId: ID, projectId: PROJECT, workspaceId: WS, actorId: ACTOR, title: 'Add health' });
+    expect(requirementOf(e)).toBe('Add health\n\nExpose it');
+    expect(e.metadata).toMatchObject({ workspaceId: WS, updatedAt: '2026-11-02T09:00:00Z' });
+  });
+
+  it.each([
+    ['created', 'upsert'],
+    ['create', 'upsert'],
+    ['updated', 'upsert'],
+    ['update', 'upsert'],
+    ['deleted', 'close'],
+    ['archived', 'close'],
+    ['restored', 'none'],
+  ])('maps action %s to %s', (action, intent) => {
+    expect(parsePlaneEvent(v1({ action })).intent).toBe(intent);
+  });
+
+  it('ignores other events, and a delete needs only data.id', () => {
+    expect(parsePlaneEvent(v1({ event: 'project' }))).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+    expect(parsePlaneEvent({ event: 'issue', action: 'deleted', data: { id: ID }, activity: {} })).toMatchObject({ intent: 'close', workItemId: ID });
+  });
+
+  it.each([
+    ['not an object', []],
+    ['no event', { ...v1(), event: undefined }],
+    ['no action', { ...v1(), action: null }],
+    ['no data', { ...v1(), data: 'x' }],
+    ['no data.id', v1({}, { id: undefined })],
+    ['empty data.id', v1({}, { id: '  ' })],
+    ['data.id "None"', v1({}, { id: 'None' })],
+    ['an over-long data.id', v1({}, { id: 'x'.repeat(256) })],
+    ['no project on a created item', v1({}, { project: undefined })],
+  ])('rejects %s with a 400', (_name, body) => {
+    expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400 }));
+  });
+
+  it('falls back to data.updated_by when there is no activity actor', () => {
+    expect(parsePlaneEvent(v1({ action: 'updated', activity: {} }, { updated_by: ACTOR })).actorId).toBe(ACTOR);
+  });
+});
+
+describe('parsePlaneEvent (v2)', () => {
+  const v2 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = {}) => ({
+    version: 'v2',
+    delivery_id: 'd1',
+    event_id: 'ev-1',
+    entity_id: ID,
+    entity_type: 'workitem',
+    event: 'workitem.created',
+    workspace_id: WS,
+    data: { id: ID, name: 'Add health', project_id: PROJECT, created_by_id: ACTOR, updated_by_id: 'None', ...data },
+    ...over,
+  });
+
+  it('reads a created work item; "None" is null; the actor is the creator', () => {
+    const e = parsePlaneEvent(v2());
+    expect(e).toMatchObject({ version: 'v2', intent: 'upsert', action: 'created', workItemId: ID, projectId: PROJECT, actorId: ACTOR });
+  });
+
+  it('takes the updater as actor of an update, and maps deleted/archived to close', () => {
+    expect(parsePlaneEvent(v2({ event: 'workitem.updated' }, { updated_by_id: 'u2' })).actorId).toBe('u2');
+    expect(parsePlaneEvent(v2({ event: 'workitem.archived' })).intent).toBe('close');
+    expect(parsePlaneEvent(v2({ event: 'workitem.deleted' })).intent).toBe('close');
+    expect(parsePlaneEvent(v2({ event: 'project.created' })).intent).toBe('none');
+  });
+
+  it('needs event_id (its dedupe key); data.id may come from entity_id', () => {
+    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(parsePlaneEvent(v2({}, { id: undefined })).workItemId).toBe(ID);
+  });
+});
+
+describe('planeDedupeKey', () => {
+  it('hashes v1 raw bytes (retries are byte-identical) and uses event_id for v2', () => {
+    const a = planeDedupeKey('v1', Buffer.from('{"a": 1}'), {});
+    expect(a).toBe(planeDedupeKey('v1', Buffer.from('{"a": 1}'), {}));
+    expect(a).not.toBe(planeDedupeKey('v1', Buffer.from('{"a":1}'), {}));
+    expect(planeDedupeKey('v2', Buffer.from('x'), { event_id: 'e' })).toBe('event:e');
+  });
+});
+
+describe('descriptionText', () => {
+  it('prefers the stripped text, then HTML, then a ProseMirror document', () => {
+    expect(descriptionText({ description_stripped: 'plain', description_html: '<p>x</p>' })).toBe('plain');
+    expect(descriptionText({ description_html: '<p>a &amp; b</p><p>c</p>' })).toBe('a & b\nc');
+    const doc = { type: 'doc', content: [{ type: 'paragraph', content: [{ type: 'text', text: 'one' }] }, { type: 'paragraph', content: [{ type: 'text', text: 'two' }] }] };
+    expect(descriptionText({ description: doc })).toBe('one\ntwo');
+    expect(descriptionText({})).toBe('');
+  });
+});

@@ -1,0 +1,40 @@
+import { Controller, Headers, Post, Req, Res } from '@nestjs/common';
+import type { RawBodyRequest } from '@nestjs/common';
+import {
+  ApiAcceptedResponse,
+  ApiBadRequestResponse,
+  ApiHeader,
+  ApiOkResponse,
+  ApiPayloadTooLargeResponse,
+  ApiServiceUnavailableResponse,
+  ApiTags,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { PlaneIntakeService } from './plane-intake.service';
+
+/** No bearer token here: the HMAC signature over the raw body is the credential. */
+@ApiTags('webhooks')
+@Controller('webhooks')
+export class PlaneWebhookController {
+  constructor(private readonly intake: PlaneIntakeService) {}
+
+  @Post('plane')
+  @ApiHeader({ name: 'X-Plane-Signature', required: true, description: 'lowercase hex HMAC-SHA256 of the raw body' })
+  @ApiHeader({ name: 'X-Plane-Delivery', required: false, description: 'per-attempt id (recorded, not used for dedupe)' })
+  @ApiAcceptedResponse({ description: '{ status: "accepted" | "ignored", deliveryId, reason? }' })
+  @ApiOkResponse({ description: '{ status: "duplicate", deliveryId }: a retry, or the work item already has its task' })
+  @ApiBadRequestResponse({ description: 'Not JSON, or without data.id / the fields the event needs' })
+  @ApiUnauthorizedResponse({ description: 'Missing, malformed or wrong signature' })
+  @ApiPayloadTooLargeResponse({ description: 'Body over WEBHOOK_BODY_LIMIT_BYTES (1 MiB)' })
+  @ApiServiceUnavailableResponse({ description: 'PLANE_WEBHOOK_SECRETS is not set' })
+  async plane(
+    @Req() req: RawBodyRequest<Request>,
+    @Res() res: Response,
+    @Headers('x-plane-signature') signature: string | undefined,
+    @Headers('x-plane-delivery') deliveryHeader: string | undefined,
+  ): Promise<void> {
+    const answer = await this.intake.receive({ rawBody: req.rawBody, body: req.body, signature, deliveryHeader });
+    res.status(answer.httpStatus).json(answer.body);
+  }
+}

@@ -1,0 +1,24 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AppRole, roleServesApi } from '../config/app-config';
+import { PlaneEventHandler } from './plane-event-handler';
+import { PlaneIntakeService } from './plane-intake.service';
+import { PlaneWebhookController } from './plane-webhook.controller';
+import { WebhookDeliveriesController } from './webhook-deliveries.controller';
+import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+
+/**
+ * Plane intake: verify, dedupe, then hand the work item to the tasks module. `tasks` must be the
+ * DynamicModule object the app imports (Nest identifies dynamic modules by reference). Only roles
+ * that serve HTTP APIs receive webhooks.
+ */
+@Module({})
+export class WebhooksModule {
+  static register(role: AppRole, tasks: DynamicModule): DynamicModule {
+    return {
+      module: WebhooksModule,
+      imports: [tasks],
+      providers: [WebhookDeliveriesRepository, PlaneEventHandler, PlaneIntakeService],
+      controllers: roleServesApi(role) ? [PlaneWebhookController, WebhookDeliveriesController] : [],
+    };
+  }
+}
