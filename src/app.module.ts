@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { LoggerModule } from 'nestjs-pino';
+import { AdminModule } from './admin/admin.module';
 import { loggerParams } from './common/logging';
 import type { AppConfig } from './config/app-config';
 import { AppConfigModule } from './config/config.module';
@@ -12,11 +13,16 @@ import { NotificationsModule } from './notifications/notifications.module';
 import { QueuesModule } from './queues/queues.module';
 import { RunsModule } from './runs/runs.module';
 import { SchedulerModule } from './scheduler/scheduler.module';
+import { TasksModule } from './tasks/tasks.module';
+import { WebhooksModule } from './webhooks/webhooks.module';
 
 /** The application for one role; main.ts and the tests build it from a validated config. */
 @Module({})
 export class AppModule {
   static register(config: AppConfig): DynamicModule {
+    // One object each: modules that depend on them import these same objects (see TasksModule).
+    const runs = RunsModule.register(config.role);
+    const tasks = TasksModule.register(config.role, runs);
     return {
       module: AppModule,
       imports: [
@@ -28,8 +34,11 @@ export class AppModule {
         QueuesModule,
         SchedulerModule,
         HealthModule,
-        NotificationsModule,
-        RunsModule.register(config.role),
+        NotificationsModule.register(config.role),
+        runs,
+        tasks,
+        WebhooksModule.register(config.role, tasks),
+        AdminModule.register(config.role),
       ],
     };
   }
