@@ -44,6 +44,12 @@ export class Heartbeat {
     if (this.timer) clearTimeout(this.timer);
   }
 
+  /** Aborts the lease on purpose (the process is shutting down) while the lock is still ours. */
+  abort(reason: Error): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+    this.stop();
+  }
+
   private lose(reason: LossReason): void {
     if (!this.controller.signal.aborted) this.controller.abort(new LockLostError(this.handle.key, reason));
     this.stop();
@@ -81,6 +87,13 @@ export class Heartbeat {
       }
     }
     this.schedule();
+  }
+}
+
+/** The reason a lease is aborted when the worker shuts down: hand the work over, don't record it. */
+export class ShutdownAbort extends Error {
+  constructor() {
+    super('worker is shutting down');
   }
 }
 

@@ -1,7 +1,7 @@
-import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
 import { MetricsService } from '../metrics/metrics.service';
-import { Heartbeat, LockLostError } from './heartbeat';
+import { Heartbeat, LockLostError, ShutdownAbort } from './heartbeat';
 import { LockHandle, LockService } from './lock.service';
 import { LOCK_SERVICE } from './locks.tokens';
 import { RetryLaterError } from './retry-later.error';
@@ -32,11 +32,12 @@ export interface GuardedProcessorSpec<T> {
  * processor; ProcessorGuardCheck refuses to boot if a raw `@Process()` handler exists.
  */
 @Injectable()
-export class TaskLockService implements OnApplicationShutdown {
+export class TaskLockService implements BeforeApplicationShutdown {
   private readonly logger = new Logger(TaskLockService.name);
-  private readonly active = new Map<string, { handle: LockHandle; heartbeat: Heartbeat }>();
+  private readonly active = new Map<string, { handle: LockHandle; heartbeat: Heartbeat; done: Promise<unknown> }>();
   private readonly queues: Queue[] = [];
   readonly guardedQueues = new Set<string>();
+  private shuttingDown = false;
 
   constructor(
     @Inject(LOCK_SERVICE) private readonly locks: LockService,
@@ -46,7 +47,10 @@ export class TaskLockService implements OnApplicationShutdown {
   process<T>(queue: Queue<T>, spec: GuardedProcessorSpec<T>): void {
     this.guardedQueues.add(queue.name);
     this.queues.push(queue as Queue);
-    void queue.process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec));
+    // process() resolves/rejects only when the queue closes; a rejection then is not an error.
+    queue.process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec)).catch((err: unknown) => {
+      if (!this.shuttingDown) this.logger.error({ msg: 'queue processing stopped', queue: queue.name, err: String(err) });
+    });
   }
 
   async runGuarded<T>(job: Job<T>, spec: GuardedProcessorSpec<T>): Promise<unknown> {
@@ -72,12 +76,15 @@ export class TaskLockService implements OnApplicationShutdown {
       onError: (err) => this.logger.warn({ msg: 'heartbeat error', lockKey: key, err: String(err) }),
     }).start();
     heartbeat.signal.addEventListener('abort', () => {
+      if (heartbeat.signal.reason instanceof ShutdownAbort) return;
       const reason = heartbeat.signal.reason instanceof LockLostError ? heartbeat.signal.reason.reason : 'unknown';
       this.metrics.lockLosses.inc({ reason });
       this.logger.warn({ msg: 'lock lost', processor: spec.name, jobId: job.id, lockKey: key, reason });
     });
     const activeId = `${key}#${handle.owner}`;
-    this.active.set(activeId, { handle, heartbeat });
+    let settle!: () => void;
+    const done = new Promise<void>((resolve) => (settle = resolve));
+    this.active.set(activeId, { handle, heartbeat, done });
     const lease: Lease = {
       key,
       owner: handle.owner,
@@ -94,8 +101,9 @@ export class TaskLockService implements OnApplicationShutdown {
       throw err;
     } finally {
       heartbeat.stop();
-      this.active.delete(activeId);
       await this.locks.release(handle).catch((err) => this.logger.warn({ msg: 'lock release failed', lockKey: key, err: String(err) }));
+      this.active.delete(activeId);
+      settle();
     }
   }
 
@@ -104,9 +112,19 @@ export class TaskLockService implements OnApplicationShutdown {
     return this.active.size;
   }
 
-  async onApplicationShutdown(): Promise<void> {
-    // Stop taking jobs; handlers still running end on their own (their signals are aborted by
-    // the shutdown path of their module) and release their locks in `finally`.
+  /**
+   * Graceful shutdown (SIGTERM): stop taking jobs, abort every lease with ShutdownAbort (handlers
+   * kill their commands and hand their work back to the queue at once), wait for the handlers to
+   * release their locks. Runs before the queues and Redis connections close.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.shuttingDown = true;
     await Promise.all(this.queues.map((q) => q.pause(true, true).catch(() => undefined)));
+    const running = [...this.active.values()];
+    if (running.length) this.logger.warn({ msg: 'shutting down: handing over running jobs', count: running.length });
+    for (const { heartbeat } of running) heartbeat.abort(new ShutdownAbort());
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(running.map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, 15_000)))]);
+    clearTimeout(timer);
   }
 }

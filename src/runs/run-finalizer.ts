@@ -99,6 +99,19 @@ export class RunFinalizer {
     });
   }
 
+  /** RUNNING → RETRYING without counting the interrupted attempt (a graceful shutdown). */
+  async handOver(runId: string, token: string, workerId: string): Promise<boolean> {
+    const row = await this.transitions.transition(runId, {
+      to: RunStatus.RETRYING,
+      from: [RunStatus.RUNNING],
+      fencingToken: token,
+      set: ['attempts = GREATEST(r.attempts - 1, 0)', 'lease_owner = NULL', 'lease_expires_at = NULL'],
+      reason: 'worker shutting down: handed over',
+      workerId,
+    });
+    return row !== null;
+  }
+
   /** After a commit whose answer was lost: did our write land? */
   private async settle(req: FinalizeRequest): Promise<FinalizeResult> {
     const rows: RunRow[] = await this.ds.query('SELECT *, status AS from_status FROM runs WHERE id = $1', [req.runId]);

@@ -9,6 +9,7 @@ import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
 import { WORKER_ID } from '../locks/locks.module';
+import { ShutdownAbort } from '../locks/heartbeat';
 import { RetryLaterError } from '../locks/retry-later.error';
 import { Lease, TaskLockService } from '../locks/task-lock.service';
 import { NotificationKicker } from '../notifications/notification-kicker';
@@ -107,6 +108,12 @@ export class RunProcessor implements OnModuleInit {
     lease: Lease,
   ): Promise<RunJobOutcome> {
     const { runId } = job.data;
+    if (result.outcome === 'aborted' && lease.signal.reason instanceof ShutdownAbort) {
+      // We are shutting down while the lock is still ours: hand the run straight back to the
+      // queue (RETRYING, attempt not counted) so another worker starts it now, not after a TTL.
+      await this.finalizer.handOver(runId, token, this.workerId);
+      throw new RetryLaterError(0, 'handed over: worker shutting down');
+    }
     if (result.outcome === 'aborted') {
       // Lock lost or run cancelled: whatever happened is not ours to record. If nobody else took
       // the run, the job comes back after a lock TTL and the claim sorts it out.
