@@ -76,14 +76,20 @@ function pct(sorted: number[], p: number): number {
 
 async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [resolve(__dirname, '../src/main.js')], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [resolve(__dirname, '../src/main.js')], {
+    env: { ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (c) => (out += c));
   child.stderr!.on('data', (c) => (out += c));
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`onceflow exited early:\n${out}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/health/ready`).then((r) => r.status === 200, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}/health/ready`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ok) return { child, port };
     if (Date.now() > deadline) throw new Error(`onceflow not ready within 30 s:\n${out}`);
     await new Promise((r) => setTimeout(r, 200));
@@ -166,11 +172,23 @@ async function main(): Promise<void> {
         `Plane intake bench: concurrency ${CONCURRENCY}, ${DURATION_MS / 1000} s measured after ${WARMUP_MS / 1000} s warm-up, ${DUPLICATE_SHARE * 100} % retries`,
         `deliveries/s: ${(samples.length / elapsed).toFixed(0)}  (HTTP status counts ${JSON.stringify(byStatus)}, client errors ${errors})`,
         report('all', samples),
-        report('new', samples.filter((s) => s.kind === 'new')),
-        report('retry', samples.filter((s) => s.kind === 'retry')),
+        report(
+          'new',
+          samples.filter((s) => s.kind === 'new'),
+        ),
+        report(
+          'retry',
+          samples.filter((s) => s.kind === 'retry'),
+        ),
         `unloaded (concurrency 1, ${SINGLE_MS / 1000} s): ${(single.samples.length / single.seconds).toFixed(0)} deliveries/s`,
-        report('  new', single.samples.filter((s) => s.kind === 'new')),
-        report('  retry', single.samples.filter((s) => s.kind === 'retry')),
+        report(
+          '  new',
+          single.samples.filter((s) => s.kind === 'new'),
+        ),
+        report(
+          '  retry',
+          single.samples.filter((s) => s.kind === 'retry'),
+        ),
         `database: ${rows[0].tasks} tasks, ${rows[0].runs} runs, ${rows[0].deliveries} deliveries (${sent.length} distinct bodies sent), ${rows[0].dups} duplicates counted`,
         '',
       ].join('\n'),
@@ -196,7 +214,8 @@ async function cleanUp(config: { databaseUrl: string; redisUrl: string }, tag: s
   await pg.query(`DROP DATABASE IF EXISTS "onceflow_${tag}" WITH (FORCE)`);
   await pg.end();
   const redis = new Redis(config.redisUrl);
-  for await (const keys of redis.scanStream({ match: `${tag}*`, count: 1000 })) if ((keys as string[]).length) await redis.unlink(...(keys as string[]));
+  for await (const keys of redis.scanStream({ match: `${tag}*`, count: 1000 }))
+    if ((keys as string[]).length) await redis.unlink(...(keys as string[]));
   await redis.quit();
   rmSync(workspaceRoot, { recursive: true, force: true });
 }

@@ -47,7 +47,9 @@ describe('Bull Board in a real browser', () => {
       throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get update && apt-get install -y chromium)`);
     }
     // Role api only: no worker takes the job, so it stays waiting for the board to show.
-    t = await startApp(testEnv('browser', join(tempDir('browser'), 'executions.log'), { APP_ROLE: 'api', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }));
+    t = await startApp(
+      testEnv('browser', join(tempDir('browser'), 'executions.log'), { APP_ROLE: 'api', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }),
+    );
     await t.app.listen(0, '127.0.0.1');
     origin = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
   });

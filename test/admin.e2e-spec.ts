@@ -19,7 +19,13 @@ const WRONG: Array<[string, Record<string, string>]> = [
 
 // The page, the JSON API the page calls, a queue's page and a static asset: Bull Board's router
 // serves all of them, and auth must sit in front of every one.
-const SUB_PATHS = ['/admin/queues', '/admin/queues/', '/admin/queues/api/queues', `/admin/queues/queue/${RUNS_QUEUE}`, '/admin/queues/static/favicon-32x32.png'];
+const SUB_PATHS = [
+  '/admin/queues',
+  '/admin/queues/',
+  '/admin/queues/api/queues',
+  `/admin/queues/queue/${RUNS_QUEUE}`,
+  '/admin/queues/static/favicon-32x32.png',
+];
 
 const env = (tag: string, overrides: Record<string, string>) => testEnv(tag, `${tempDir(tag)}/executions.log`, { APP_ROLE: 'api', ...overrides });
 
@@ -49,7 +55,14 @@ describe('admin dashboard (Bull Board) behind basic auth', () => {
   });
 
   it('never serves the board through an odd spelling of the path without credentials', async () => {
-    const variants = ['/ADMIN/QUEUES', '/Admin/Queues/api/queues', '/admin/queues/./api/queues', '/admin//queues', '/admin/queues%2Fapi/queues', '/admin/queues/static/../api/queues'];
+    const variants = [
+      '/ADMIN/QUEUES',
+      '/Admin/Queues/api/queues',
+      '/admin/queues/./api/queues',
+      '/admin//queues',
+      '/admin/queues%2Fapi/queues',
+      '/admin/queues/static/../api/queues',
+    ];
     const answers = await Promise.all(variants.map(async (path) => ({ path, status: (await t.http.get(path)).status })));
     // Listed by path so a failure names the spelling that got through.
     expect(answers.filter((a) => a.status !== 401 && a.status !== 404)).toEqual([]);

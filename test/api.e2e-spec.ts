@@ -76,10 +76,18 @@ describe('runs API', () => {
   describe('Idempotency-Key on POST /api/projects/:id/runs', () => {
     it('replays the first answer with Idempotent-Replayed: true', async () => {
       const key = `k-${Date.now()}-replay`;
-      const first = await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'once', dispatch: true });
+      const first = await t.http
+        .post(`/api/projects/${projectId}/runs`)
+        .set(auth)
+        .set('Idempotency-Key', key)
+        .send({ requirement: 'once', dispatch: true });
       expect(first.status).toBe(201);
       expect(first.headers['idempotent-replayed']).toBeUndefined();
-      const again = await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ dispatch: true, requirement: 'once' });
+      const again = await t.http
+        .post(`/api/projects/${projectId}/runs`)
+        .set(auth)
+        .set('Idempotency-Key', key)
+        .send({ dispatch: true, requirement: 'once' });
       expect(again.status).toBe(201);
       expect(again.headers['idempotent-replayed']).toBe('true');
       expect(again.body.id).toBe(first.body.id);
@@ -89,7 +97,9 @@ describe('runs API', () => {
 
     it('answers 422 for the same key with another body', async () => {
       const key = `k-${Date.now()}-other`;
-      expect((await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'a' })).status).toBe(201);
+      expect((await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'a' })).status).toBe(
+        201,
+      );
       const other = await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'b' });
       expect(other.status).toBe(422);
       expectErrorShape(other.body, 422);
@@ -98,7 +108,9 @@ describe('runs API', () => {
     it('creates one run for 12 parallel creates with one key; the others are 409 or replays', async () => {
       const key = `k-${Date.now()}-parallel`;
       const answers = await Promise.all(
-        Array.from({ length: 12 }, () => t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'parallel', dispatch: true })),
+        Array.from({ length: 12 }, () =>
+          t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'parallel', dispatch: true }),
+        ),
       );
       const created = answers.filter((a) => a.status === 201);
       expect(created.length).toBeGreaterThanOrEqual(1);
@@ -159,7 +171,9 @@ describe('runs API', () => {
     let cursor: string | null = null;
     do {
       const res: { status: number; body: { items: Array<{ id: string }>; nextCursor: string | null } } = await t.http
-        .get('/api/runs').query({ projectId: p.id, limit: 2, ...(cursor ? { cursor } : {}) }).set(auth);
+        .get('/api/runs')
+        .query({ projectId: p.id, limit: 2, ...(cursor ? { cursor } : {}) })
+        .set(auth);
       expect(res.status).toBe(200);
       seen.push(...res.body.items.map((r: { id: string }) => r.id));
       cursor = res.body.nextCursor;

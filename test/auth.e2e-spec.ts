@@ -16,7 +16,20 @@ const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:
 
 // Public by design: probes and scrapes carry no credentials; Plane's HMAC signature is the
 // webhook's credential; the OpenAPI UI documents the API and holds no data.
-const PUBLIC = ['GET /health/live', 'GET /health/ready', 'GET /metrics', 'POST /webhooks/plane', 'GET /docs', 'GET /docs/', 'GET /docs/index.html', 'GET /docs/LICENSE', 'GET /docs/swagger-ui-init.js', 'GET /docs/docs/swagger-ui-init.js', 'GET /docs-json', 'GET /docs-yaml'];
+const PUBLIC = [
+  'GET /health/live',
+  'GET /health/ready',
+  'GET /metrics',
+  'POST /webhooks/plane',
+  'GET /docs',
+  'GET /docs/',
+  'GET /docs/index.html',
+  'GET /docs/LICENSE',
+  'GET /docs/swagger-ui-init.js',
+  'GET /docs/docs/swagger-ui-init.js',
+  'GET /docs-json',
+  'GET /docs-yaml',
+];
 
 // The contract's routes: the discovered list must hold them, or discovery itself is broken.
 const CONTRACT_API = [

@@ -18,9 +18,7 @@ describe('dispatch storm', () => {
   it('executes each run once however often it is dispatched', async () => {
     const project = await createProject(t.http, { maxConcurrentRuns: 50 });
     const runs = await Promise.all(Array.from({ length: 50 }, (_, i) => createRun(t.http, project.id, `storm run ${i}`)));
-    const answers = await Promise.all(
-      runs.flatMap((run) => Array.from({ length: 10 }, () => t.http.post(`/api/runs/${run.id}/dispatch`).set(auth))),
-    );
+    const answers = await Promise.all(runs.flatMap((run) => Array.from({ length: 10 }, () => t.http.post(`/api/runs/${run.id}/dispatch`).set(auth))));
     const statuses = answers.map((a) => a.status);
     expect(statuses.filter((s) => s === 202)).toHaveLength(50);
     expect(statuses.filter((s) => s === 409)).toHaveLength(450);
@@ -31,7 +29,11 @@ describe('dispatch storm', () => {
     const accepted = answers.filter((a) => a.status === 202).map((a) => a.body.runId);
     expect(new Set(accepted).size).toBe(50);
 
-    await waitForStatus(runs.map((r) => r.id), ['SUCCESS'], 60_000);
+    await waitForStatus(
+      runs.map((r) => r.id),
+      ['SUCCESS'],
+      60_000,
+    );
     expect(count(countFile, 'start')).toBe(50);
     expect(count(countFile, 'done')).toBe(50);
     for (const run of runs) expect(count(countFile, 'done', run.id)).toBe(1);

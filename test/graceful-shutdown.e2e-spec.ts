@@ -1,5 +1,20 @@
 import { join } from 'node:path';
-import { auth, closeDb, count, createProject, createRun, db, executions, isAlive, startApp, startProcess, TestApp, waitFor, waitForStatus, WorkerProcess } from './support/app';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  db,
+  executions,
+  isAlive,
+  startApp,
+  startProcess,
+  TestApp,
+  waitFor,
+  waitForStatus,
+  WorkerProcess,
+} from './support/app';
 import { tempDir, testEnv, uniquePrefix } from './support/env';
 
 /**

@@ -31,7 +31,12 @@ describe('notification claims', () => {
   beforeAll(async () => {
     stub = await SlackStub.start();
     t = await startApp(
-      testEnv('notify-claims', countFile, { SLACK_WEBHOOK_URL: stub.url, RUN_LOCK_TTL_MS: String(LEASE_MS), RECONCILE_INTERVAL_MS: '3600000', NOTIFY_MAX_ATTEMPTS: '5' }),
+      testEnv('notify-claims', countFile, {
+        SLACK_WEBHOOK_URL: stub.url,
+        RUN_LOCK_TTL_MS: String(LEASE_MS),
+        RECONCILE_INTERVAL_MS: '3600000',
+        NOTIFY_MAX_ATTEMPTS: '5',
+      }),
     );
     delivery = t.app.get(NotificationDelivery);
   });
@@ -44,9 +49,9 @@ describe('notification claims', () => {
   /** An outbox row written by the real writer in its own transaction; its run id is the stub key. */
   async function pendingRow(): Promise<{ id: string; runId: string }> {
     const runId = randomUUID();
-    const id = await t.app.get<DataSource>(getDataSourceToken()).transaction((em) =>
-      t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }),
-    );
+    const id = await t.app
+      .get<DataSource>(getDataSourceToken())
+      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }));
     return { id: id!, runId };
   }
 
@@ -128,9 +133,11 @@ describe('notification claims', () => {
 
   it('writes one outbox row per run and event however often the writer is called', async () => {
     const row = await pendingRow();
-    const again = await t.app.get<DataSource>(getDataSourceToken()).transaction((em) =>
-      t.app.get(OutboxWriter).add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
-    );
+    const again = await t.app
+      .get<DataSource>(getDataSourceToken())
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
+      );
     expect(again).toBeNull();
     await delivery.deliver(row.id);
     expect(stub.for(row.runId)).toHaveLength(1);
@@ -147,7 +154,12 @@ describe('notification claims: recording after a takeover', () => {
   beforeAll(async () => {
     stub = await SlackStub.start();
     t = await startApp(
-      testEnv('notify-fence', countFile, { SLACK_WEBHOOK_URL: stub.url, RUN_LOCK_TTL_MS: '30000', RECONCILE_INTERVAL_MS: '3600000', NOTIFY_RETRY_BASE_DELAY_MS: '1' }),
+      testEnv('notify-fence', countFile, {
+        SLACK_WEBHOOK_URL: stub.url,
+        RUN_LOCK_TTL_MS: '30000',
+        RECONCILE_INTERVAL_MS: '3600000',
+        NOTIFY_RETRY_BASE_DELAY_MS: '1',
+      }),
     );
   });
   afterAll(async () => {
@@ -162,9 +174,9 @@ describe('notification claims: recording after a takeover', () => {
   ])('records nothing for %s answered after the claim was taken over', async (_what, status) => {
     const delivery = t.app.get(NotificationDelivery);
     const runId = randomUUID();
-    const id = (await t.app.get<DataSource>(getDataSourceToken()).transaction((em) =>
-      t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` }),
-    ))!;
+    const id = (await t.app
+      .get<DataSource>(getDataSourceToken())
+      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` })))!;
     stub.plan(runId, { hold: true });
     const first = delivery.deliver(id);
     await waitFor(() => stub.held(runId).length === 1, 10_000, 'the first POST');
@@ -201,7 +213,15 @@ describe('notifications without a Slack URL', () => {
     );
     const runId: string = runs[0].id;
     const fin = await t.app.get(RunFinalizer).finalize({
-      runId, token: '3', to: RunStatus.SUCCESS, projectName: project.name, requirement: 'no url', outputTail: '', lastError: null, reason: 'test', workerId: 'test-worker',
+      runId,
+      token: '3',
+      to: RunStatus.SUCCESS,
+      projectName: project.name,
+      requirement: 'no url',
+      outputTail: '',
+      lastError: null,
+      reason: 'test',
+      workerId: 'test-worker',
     });
     expect(fin.written).toBe(true);
     const res = await t.http.get('/api/notifications').query({ runId }).set(auth);

@@ -92,7 +92,11 @@ describe('notifications outbox', () => {
     // Per run: the holder (token 5), a duplicate of its finalize, and a stale holder (token 4)
     // that believes the run failed. Only the holder's fenced transition may write the outbox row.
     const results = await Promise.all(
-      ids.flatMap((id) => [finalizeAndKick(id, 5, RunStatus.SUCCESS), finalizeAndKick(id, 5, RunStatus.SUCCESS), finalizeAndKick(id, 4, RunStatus.FAILED)]),
+      ids.flatMap((id) => [
+        finalizeAndKick(id, 5, RunStatus.SUCCESS),
+        finalizeAndKick(id, 5, RunStatus.SUCCESS),
+        finalizeAndKick(id, 4, RunStatus.FAILED),
+      ]),
     );
     expect(results.filter((r) => r.written)).toHaveLength(100);
     await waitFor(() => ids.every((id) => stub.delivered(id) >= 1), 30_000, '100 messages at the stub');
@@ -106,7 +110,9 @@ describe('notifications outbox', () => {
     // Measured figures for docs/notifications.md: throughput, and the gap between Slack's 200
     // leaving the stub and our SENT (sent_at) — the window in which a crash repeats a message.
     const { rows } = await db().query('SELECT run_id, sent_at FROM notification_logs WHERE run_id = ANY($1)', [ids]);
-    const gaps = rows.map((r: { run_id: string; sent_at: Date }) => new Date(r.sent_at).getTime() - stub.for(r.run_id)[0].answeredAt!).sort((a: number, b: number) => a - b);
+    const gaps = rows
+      .map((r: { run_id: string; sent_at: Date }) => new Date(r.sent_at).getTime() - stub.for(r.run_id)[0].answeredAt!)
+      .sort((a: number, b: number) => a - b);
     process.stdout.write(
       `notifications: 100 runs finalized and announced in ${elapsedMs} ms (${((100 * 1000) / elapsedMs).toFixed(1)} msg/s); ` +
         `200 → sent_at gap p50 ${gaps[50]} ms, max ${gaps[gaps.length - 1]} ms\n`,

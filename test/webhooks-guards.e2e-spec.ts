@@ -24,7 +24,13 @@ describe('Plane webhook guards', () => {
 
   beforeAll(async () => {
     // API role only: these tests are about what the front door lets in, not about executing runs.
-    t = await startApp(testEnv('wh-guards', countFile, { APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: `${PLANE_SECRET}, ${PLANE_SECRET_2}`, PLANE_BOT_ACTOR_IDS: BOT_ACTOR }));
+    t = await startApp(
+      testEnv('wh-guards', countFile, {
+        APP_ROLE: 'api',
+        PLANE_WEBHOOK_SECRETS: `${PLANE_SECRET}, ${PLANE_SECRET_2}`,
+        PLANE_BOT_ACTOR_IDS: BOT_ACTOR,
+      }),
+    );
   });
   afterAll(async () => {
     await t.close();
@@ -35,7 +41,9 @@ describe('Plane webhook guards', () => {
     const value = { event: 'issue', data: { name: 'Zoë “q” — 😀', n: 42, l: [1, null, true], o: {} } };
     let python: string;
     try {
-      python = execFileSync('python3', ['-c', 'import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))'], { input: JSON.stringify(value) }).toString();
+      python = execFileSync('python3', ['-c', 'import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))'], {
+        input: JSON.stringify(value),
+      }).toString();
     } catch {
       python = '{"event": "issue", "data": {"name": "Zo\\u00eb \\u201cq\\u201d \\u2014 \\ud83d\\ude00", "n": 42, "l": [1, null, true], "o": {}}}';
     }
@@ -77,7 +85,11 @@ describe('Plane webhook guards', () => {
       ['data.id "None"', () => deliver(t, body.replace(`"id": "${item.id}", "name"`, '"id": "None", "name"')), 400],
       ['a created item without project', () => deliver(t, body.replace(`"project": "${item.project}", `, '')), 400],
       ['v2 without event_id', () => deliver(t, v2Body(item, 'workitem.created').replace(/"event_id": "[^"]+", /, '')), 400],
-      ['a 2 MiB body', () => deliver(t, pythonJsonDumps({ event: 'issue', action: 'created', data: { id: item.id, pad: 'x'.repeat(2 * 1024 * 1024) } })), 413],
+      [
+        'a 2 MiB body',
+        () => deliver(t, pythonJsonDumps({ event: 'issue', action: 'created', data: { id: item.id, pad: 'x'.repeat(2 * 1024 * 1024) } })),
+        413,
+      ],
     ];
 
     it.each(cases)('%s', async (_name, send, status) => {
@@ -131,7 +143,14 @@ describe('Plane webhook guards', () => {
 
   it('records and ignores events it does not act on', async () => {
     const item = newWorkItem();
-    const body = pythonJsonDumps({ event: 'cycle', action: 'created', webhook_id: 'w', workspace_id: item.workspace, data: { id: item.id, name: 'Sprint 1' }, activity: {} });
+    const body = pythonJsonDumps({
+      event: 'cycle',
+      action: 'created',
+      webhook_id: 'w',
+      workspace_id: item.workspace,
+      data: { id: item.id, name: 'Sprint 1' },
+      activity: {},
+    });
     const res = await deliver(t, body, { event: 'cycle' });
     expect(res.status).toBe(202);
     expect(res.body).toMatchObject({ status: 'ignored', reason: 'event_not_handled' });

@@ -110,7 +110,10 @@ describe('Plane intake idempotency', () => {
       expect(answers.every((a) => a.status === 200 || a.status === 202)).toBe(true);
       expect(answers.filter((a) => a.status === 202)).toHaveLength(1);
       await expectExactlyOnce(item);
-      const { rows } = await db().query('SELECT count(*)::int AS n, sum(duplicate_count)::int AS dups FROM webhook_deliveries WHERE work_item_id = $1', [item.id]);
+      const { rows } = await db().query(
+        'SELECT count(*)::int AS n, sum(duplicate_count)::int AS dups FROM webhook_deliveries WHERE work_item_id = $1',
+        [item.id],
+      );
       expect(rows[0]).toEqual({ n: 6, dups: 14 });
     } finally {
       await t2.close();

@@ -37,7 +37,9 @@ describe('Plane work-item lifecycle', () => {
 
     const task = await t.http.get('/api/tasks').query({ provider: 'plane', externalId: item.id }).set(auth);
     expect(task.status).toBe(200);
-    expect(task.body.items).toEqual([expect.objectContaining({ id: taskId, status: 'cancelled', runId, runStatus: 'CANCELLED', externalId: item.id })]);
+    expect(task.body.items).toEqual([
+      expect.objectContaining({ id: taskId, status: 'cancelled', runId, runStatus: 'CANCELLED', externalId: item.id }),
+    ]);
     const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE id = $1', [del.body.deliveryId]);
     expect(rows[0]).toEqual({ status: 'processed', reason: 'task_cancelled_run_cancelled' });
 
@@ -100,7 +102,9 @@ describe('Plane work-item lifecycle', () => {
     expect(projects[0].n).toBe(0);
     expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
     const failed = await t.http.get('/api/webhook-deliveries').query({ provider: 'plane', status: 'failed' }).set(auth);
-    expect(failed.body.items).toEqual(expect.arrayContaining([expect.objectContaining({ id: deliveryId, error: expect.stringMatching(/ENOTDIR|not a directory/) })]));
+    expect(failed.body.items).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id: deliveryId, error: expect.stringMatching(/ENOTDIR|not a directory/) })]),
+    );
 
     const replay = await t.http.post(`/api/webhook-deliveries/${deliveryId}/replay`).set(auth);
     expect(replay.status).toBe(202);

@@ -120,7 +120,11 @@ describe('worker crashes and freezes', () => {
       queue.add({ runId: run.id, generation: 1 }, { jobId: `${runJobId(run.id, 1)}.dup-b` }),
     ]);
     await waitForStatus([run.id], ['SUCCESS'], 20_000);
-    await waitFor(async () => (await queue.getJobCounts()).delayed + (await queue.getJobCounts()).active + (await queue.getJobCounts()).waiting === 0, 20_000, 'the duplicate jobs to be settled');
+    await waitFor(
+      async () => (await queue.getJobCounts()).delayed + (await queue.getJobCounts()).active + (await queue.getJobCounts()).waiting === 0,
+      20_000,
+      'the duplicate jobs to be settled',
+    );
     expect(count(countFile, 'start', run.id)).toBe(1);
     expect(count(countFile, 'done', run.id)).toBe(1);
   });

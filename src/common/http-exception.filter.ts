@@ -39,7 +39,11 @@ export class HttpErrorFilter implements ExceptionFilter {
     const status = e?.status ?? e?.statusCode;
     if (typeof status === 'number' && status >= 400 && status < 500) {
       const message =
-        e.type === 'entity.parse.failed' ? 'body is not valid JSON' : e.type === 'entity.too.large' ? 'body is too large' : String((exception as Error).message);
+        e.type === 'entity.parse.failed'
+          ? 'body is not valid JSON'
+          : e.type === 'entity.too.large'
+            ? 'body is too large'
+            : String((exception as Error).message);
       return { status, message, headers: {} };
     }
     return { status: HttpStatus.INTERNAL_SERVER_ERROR, message: 'internal error', headers: {} };

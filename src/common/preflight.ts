@@ -24,9 +24,7 @@ export async function checkServices(config: AppConfig): Promise<void> {
   try {
     await pg.connect();
   } catch (err) {
-    throw new ServiceUnreachableError(
-      `cannot reach PostgreSQL at ${where(config.databaseUrl)} (${reason(err)}); ${HOW_TO_START}`,
-    );
+    throw new ServiceUnreachableError(`cannot reach PostgreSQL at ${where(config.databaseUrl)} (${reason(err)}); ${HOW_TO_START}`);
   } finally {
     await pg.end().catch(() => undefined);
   }

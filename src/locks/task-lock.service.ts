@@ -48,9 +48,11 @@ export class TaskLockService implements BeforeApplicationShutdown {
     this.guardedQueues.add(queue.name);
     this.queues.push(queue as Queue);
     // process() resolves/rejects only when the queue closes; a rejection then is not an error.
-    queue.process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec)).catch((err: unknown) => {
-      if (!this.shuttingDown) this.logger.error({ msg: 'queue processing stopped', queue: queue.name, err: String(err) });
-    });
+    queue
+      .process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec))
+      .catch((err: unknown) => {
+        if (!this.shuttingDown) this.logger.error({ msg: 'queue processing stopped', queue: queue.name, err: String(err) });
+      });
   }
 
   async runGuarded<T>(job: Job<T>, spec: GuardedProcessorSpec<T>): Promise<unknown> {
@@ -96,7 +98,12 @@ export class TaskLockService implements BeforeApplicationShutdown {
       return await spec.handler(job, lease);
     } catch (err) {
       if (!(err instanceof RetryLaterError)) {
-        this.logger.error({ msg: 'job handler failed; Bull retries it', processor: spec.name, jobId: job.id, err: err instanceof Error ? err.stack : String(err) });
+        this.logger.error({
+          msg: 'job handler failed; Bull retries it',
+          processor: spec.name,
+          jobId: job.id,
+          err: err instanceof Error ? err.stack : String(err),
+        });
       }
       throw err;
     } finally {

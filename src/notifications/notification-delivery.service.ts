@@ -47,8 +47,10 @@ export class NotificationDelivery {
     const max = this.config.notifyMaxAttempts;
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
-    const keeper = new ClaimKeeper(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, (err) =>
-      this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
+    const keeper = new ClaimKeeper(
+      () => this.claims.extend(claim, this.leaseMs),
+      this.leaseMs,
+      (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
     ).start();
     let outcome: SlackOutcome;
     try {

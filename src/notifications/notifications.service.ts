@@ -18,11 +18,17 @@ export class NotificationsService {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
   async listForRun(runId: string): Promise<{ items: NotificationView[] }> {
-    const rows: Array<{ run_id: string; event_type: NotificationEventType; channel: NotificationChannel; status: NotificationStatus; attempts: number; sent_at: Date | null }> =
-      await this.ds.query(
-        `SELECT run_id, event_type, channel, status, attempts, sent_at FROM notification_logs WHERE run_id = $1 ORDER BY created_at, id`,
-        [runId],
-      );
+    const rows: Array<{
+      run_id: string;
+      event_type: NotificationEventType;
+      channel: NotificationChannel;
+      status: NotificationStatus;
+      attempts: number;
+      sent_at: Date | null;
+    }> = await this.ds.query(
+      `SELECT run_id, event_type, channel, status, attempts, sent_at FROM notification_logs WHERE run_id = $1 ORDER BY created_at, id`,
+      [runId],
+    );
     return {
       items: rows.map((r) => ({
         runId: r.run_id,

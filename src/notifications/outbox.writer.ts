@@ -30,7 +30,14 @@ export class OutboxWriter {
        VALUES ($1, $2, $3, $4, $5::jsonb, $6)
        ON CONFLICT ON CONSTRAINT uq_notification_logs_run_event DO NOTHING
        RETURNING id`,
-      [msg.runId, msg.eventType, channel, status, JSON.stringify({ text: msg.text, blocks: msg.blocks }), status === NotificationStatus.SKIPPED ? 'SLACK_WEBHOOK_URL is not set' : null],
+      [
+        msg.runId,
+        msg.eventType,
+        channel,
+        status,
+        JSON.stringify({ text: msg.text, blocks: msg.blocks }),
+        status === NotificationStatus.SKIPPED ? 'SLACK_WEBHOOK_URL is not set' : null,
+      ],
     );
     const id = rows[0]?.id ?? null;
     // Counted before the caller commits: a rolled-back finalize may over-count by one, harmlessly.

@@ -95,7 +95,8 @@ export class DispatchService {
     if (!rows[0]) throw notFound('run', runId);
     this.metrics.duplicate('claim');
     const status = rows[0].status;
-    const why = from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
+    const why =
+      from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
     throw conflict(why ?? `run is ${status}`);
   }
 }

@@ -17,7 +17,9 @@ export interface StoredAnswer {
 const ABANDONED_AFTER_MS = 5 * 60_000;
 
 export function fingerprint(method: string, route: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${route}\n${canonicalJson(body)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${method} ${route}\n${canonicalJson(body)}`)
+    .digest('hex');
 }
 
 /** JSON with sorted keys, so {a,b} and {b,a} are the same request. */
@@ -58,10 +60,11 @@ export class IdempotencyService {
     try {
       return await this.ds.transaction(async (em) => {
         const result = await work(em);
-        await em.query(
-          `UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`,
-          [key, result.status, JSON.stringify(result.body)],
-        );
+        await em.query(`UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`, [
+          key,
+          result.status,
+          JSON.stringify(result.body),
+        ]);
         return { status: result.status, body: result.body, replayed: false, after: result.after };
       });
     } catch (err) {
@@ -81,17 +84,26 @@ export class IdempotencyService {
         [key, print, this.config.idempotencyKeyTtlMs],
       );
       if (inserted.length) return null;
-      const rows: Array<{ fingerprint: string; state: string; response_status: number; response_body: unknown; expired: boolean; abandoned: boolean }> =
-        await this.ds.query(
-          `SELECT fingerprint, state, response_status, response_body, expires_at < now() AS expired,
+      const rows: Array<{
+        fingerprint: string;
+        state: string;
+        response_status: number;
+        response_body: unknown;
+        expired: boolean;
+        abandoned: boolean;
+      }> = await this.ds.query(
+        `SELECT fingerprint, state, response_status, response_body, expires_at < now() AS expired,
                   (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond') AS abandoned
              FROM idempotency_keys WHERE key = $1`,
-          [key, ABANDONED_AFTER_MS],
-        );
+        [key, ABANDONED_AFTER_MS],
+      );
       const row = rows[0];
       if (!row) continue; // deleted in between: try the insert again
       if (row.expired || row.abandoned) {
-        await this.ds.query(`DELETE FROM idempotency_keys WHERE key = $1 AND (expires_at < now() OR (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond'))`, [key, ABANDONED_AFTER_MS]);
+        await this.ds.query(
+          `DELETE FROM idempotency_keys WHERE key = $1 AND (expires_at < now() OR (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond'))`,
+          [key, ABANDONED_AFTER_MS],
+        );
         continue;
       }
       if (row.fingerprint !== print) {

@@ -40,7 +40,11 @@ export class ProjectsController {
 
   @Post(':id/runs')
   @HttpCode(201)
-  @ApiHeader({ name: 'Idempotency-Key', required: false, description: 'Replays the first answer for 24 h; 422 with another body, 409 while in flight' })
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description: 'Replays the first answer for 24 h; 422 with another body, 409 while in flight',
+  })
   @ApiCreatedResponse({ description: 'The run: PENDING, or QUEUED with dispatch: true' })
   async createRun(
     @Param('id', ParseUUIDPipe) projectId: string,

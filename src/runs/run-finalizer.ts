@@ -117,7 +117,9 @@ export class RunFinalizer {
     const rows: RunRow[] = await this.ds.query('SELECT *, status AS from_status FROM runs WHERE id = $1', [req.runId]);
     const row = rows[0];
     if (row && row.status === req.to && row.fencing_token === req.token) {
-      const n: Array<{ id: string }> = await this.ds.query('SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1', [req.runId]);
+      const n: Array<{ id: string }> = await this.ds.query('SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1', [
+        req.runId,
+      ]);
       return { written: true, row, notificationId: n[0]?.id ?? null };
     }
     this.metrics.duplicate('fence');

@@ -13,11 +13,14 @@ import { ProjectsService } from './projects.service';
 import { RunClaimService } from './run-claim.service';
 import { RunFinalizer } from './run-finalizer';
 import { RunTransitionsRepository } from './run-transitions.repository';
+import { RunReconciler } from './run-reconciler';
 import { RunProcessor } from './run.processor';
 import { RunsController } from './runs.controller';
 import { RunsService } from './runs.service';
 
 const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository];
+// Registered in every role; ScheduledTasks only runs it where the role includes the scheduler.
+const SCHEDULED = [RunReconciler];
 
 /** Projects, runs, the state machine, dispatch; the processor only where the role runs workers. */
 @Module({})
@@ -39,7 +42,7 @@ export class RunsModule {
     return {
       module: RunsModule,
       imports: [OutboxModule],
-      providers: [...CORE, ...worker],
+      providers: [...CORE, ...SCHEDULED, ...worker],
       controllers: roleServesApi(role) ? [ProjectsController, RunsController] : [],
       exports: [...CORE],
     };

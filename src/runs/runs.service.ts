@@ -69,7 +69,12 @@ export class RunsService {
     return toRunView(rows[0], true);
   }
 
-  async list(q: { projectId?: string; status?: RunStatus; limit: number; cursor?: string }): Promise<{ items: RunView[]; nextCursor: string | null }> {
+  async list(q: {
+    projectId?: string;
+    status?: RunStatus;
+    limit: number;
+    cursor?: string;
+  }): Promise<{ items: RunView[]; nextCursor: string | null }> {
     const params: unknown[] = [];
     const where: string[] = [];
     if (q.projectId) where.push(`project_id = $${params.push(q.projectId)}`);
@@ -91,8 +96,15 @@ export class RunsService {
 
   async events(id: string): Promise<{ items: RunEventView[] }> {
     await this.get(id);
-    const rows: Array<{ from_status: RunStatus | null; to_status: RunStatus; at: Date; attempt: number; fencing_token: string; worker_id: string | null; reason: string | null }> =
-      await this.ds.query('SELECT * FROM run_events WHERE run_id = $1 ORDER BY id', [id]);
+    const rows: Array<{
+      from_status: RunStatus | null;
+      to_status: RunStatus;
+      at: Date;
+      attempt: number;
+      fencing_token: string;
+      worker_id: string | null;
+      reason: string | null;
+    }> = await this.ds.query('SELECT * FROM run_events WHERE run_id = $1 ORDER BY id', [id]);
     return {
       items: rows.map((e) => ({
         from: e.from_status,

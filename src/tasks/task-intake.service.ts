@@ -25,12 +25,9 @@ export interface ExternalWorkItem {
 }
 
 export type OpenResult =
-  | { outcome: 'created'; taskId: string; runId: string; projectId: string }
-  | { outcome: 'exists'; taskId: string; runId: string | null };
+  { outcome: 'created'; taskId: string; runId: string; projectId: string } | { outcome: 'exists'; taskId: string; runId: string | null };
 
-export type CloseResult =
-  | { outcome: 'closed'; taskId: string; runId: string | null; runCancelled: boolean }
-  | { outcome: 'not_found' };
+export type CloseResult = { outcome: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { outcome: 'not_found' };
 
 /** Extra work the caller wants committed atomically with a new task (e.g. marking its delivery). */
 export type WithinCreate = (em: EntityManager, created: { taskId: string; runId: string }) => Promise<void>;
@@ -103,10 +100,10 @@ export class TaskIntakeService {
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */
   async close(provider: string, externalId: string, reason: string): Promise<CloseResult> {
     return this.ds.transaction(async (em) => {
-      const tasks: Array<{ id: string }> = await em.query(
-        'SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE',
-        [provider, externalId],
-      );
+      const tasks: Array<{ id: string }> = await em.query('SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE', [
+        provider,
+        externalId,
+      ]);
       const taskId = tasks[0]?.id;
       if (!taskId) return { outcome: 'not_found' as const };
       await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [taskId, TaskStatus.CANCELLED]);

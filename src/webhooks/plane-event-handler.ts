@@ -56,7 +56,12 @@ export class PlaneEventHandler {
   }
 
   private async open(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
-    const processed = (taskId: string, runId: string): DeliveryOutcome => ({ status: DeliveryStatus.PROCESSED, reason: 'task_created', taskId, runId });
+    const processed = (taskId: string, runId: string): DeliveryOutcome => ({
+      status: DeliveryStatus.PROCESSED,
+      reason: 'task_created',
+      taskId,
+      runId,
+    });
     const result = await this.tasks.open(
       {
         provider: PLANE,

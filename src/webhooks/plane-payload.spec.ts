@@ -18,7 +18,15 @@ const v1 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
 describe('parsePlaneEvent (v1)', () => {
   it('reads a created work item', () => {
     const e = parsePlaneEvent(v1());
-    expect(e).toMatchObject({ version: 'v1', intent: 'upsert', workItemId: ID, projectId: PROJECT, workspaceId: WS, actorId: ACTOR, title: 'Add health' });
+    expect(e).toMatchObject({
+      version: 'v1',
+      intent: 'upsert',
+      workItemId: ID,
+      projectId: PROJECT,
+      workspaceId: WS,
+      actorId: ACTOR,
+      title: 'Add health',
+    });
     expect(requirementOf(e)).toBe('Add health\n\nExpose it');
     expect(e.metadata).toMatchObject({ workspaceId: WS, updatedAt: '2026-11-02T09:00:00Z' });
   });
@@ -103,7 +111,13 @@ describe('descriptionText', () => {
   it('prefers the stripped text, then HTML, then a ProseMirror document', () => {
     expect(descriptionText({ description_stripped: 'plain', description_html: '<p>x</p>' })).toBe('plain');
     expect(descriptionText({ description_html: '<p>a &amp; b</p><p>c</p>' })).toBe('a & b\nc');
-    const doc = { type: 'doc', content: [{ type: 'paragraph', content: [{ type: 'text', text: 'one' }] }, { type: 'paragraph', content: [{ type: 'text', text: 'two' }] }] };
+    const doc = {
+      type: 'doc',
+      content: [
+        { type: 'paragraph', content: [{ type: 'text', text: 'one' }] },
+        { type: 'paragraph', content: [{ type: 'text', text: 'two' }] },
+      ],
+    };
     expect(descriptionText({ description: doc })).toBe('one\ntwo');
     expect(descriptionText({})).toBe('');
   });

@@ -105,7 +105,8 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
       lastErr = err;
       if (String(err).includes('exited early')) throw err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
@@ -144,7 +145,12 @@ export async function createProject(http: TestApp['http'], body: Record<string, 
   return res.body;
 }
 
-export async function createRun(http: TestApp['http'], projectId: string, requirement: string, dispatch = false): Promise<{ id: string; status: string }> {
+export async function createRun(
+  http: TestApp['http'],
+  projectId: string,
+  requirement: string,
+  dispatch = false,
+): Promise<{ id: string; status: string }> {
   const res = await http.post(`/api/projects/${projectId}/runs`).set(auth).send({ requirement, dispatch });
   if (res.status !== 201) throw new Error(`create run: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;

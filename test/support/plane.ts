@@ -64,27 +64,30 @@ export function newWorkItem(over: Partial<WorkItem> = {}): WorkItem {
 }
 
 /** A v1 `issue` body as Plane's sender builds it (key order: event, action, webhook_id, workspace_id, data, activity). */
-export function v1Body(item: WorkItem, action: string, opts: { field?: string; actor?: string; updatedAt?: string; webhookId?: string } = {}): string {
-  const data: Json =
-    action.startsWith('delete')
-      ? { id: item.id }
-      : {
-          id: item.id,
-          name: item.name,
-          project: item.project,
-          workspace: item.workspace,
-          sequence_id: 42,
-          priority: 'none',
-          state: { id: 'c0ffee00-0000-4000-8000-000000000001', name: 'Todo', group: 'unstarted', color: '#3A3A3A' },
-          labels: [],
-          assignees: [],
-          description_html: `<p>${item.description ?? 'Expose GET /health — returns “ok”'}</p>`,
-          description_stripped: item.description ?? 'Expose GET /health — returns “ok”',
-          created_by: HUMAN_ACTOR,
-          updated_by: opts.actor ?? HUMAN_ACTOR,
-          created_at: '2026-11-02T09:00:00.000000Z',
-          updated_at: opts.updatedAt ?? '2026-11-02T09:00:00.000000Z',
-        };
+export function v1Body(
+  item: WorkItem,
+  action: string,
+  opts: { field?: string; actor?: string; updatedAt?: string; webhookId?: string } = {},
+): string {
+  const data: Json = action.startsWith('delete')
+    ? { id: item.id }
+    : {
+        id: item.id,
+        name: item.name,
+        project: item.project,
+        workspace: item.workspace,
+        sequence_id: 42,
+        priority: 'none',
+        state: { id: 'c0ffee00-0000-4000-8000-000000000001', name: 'Todo', group: 'unstarted', color: '#3A3A3A' },
+        labels: [],
+        assignees: [],
+        description_html: `<p>${item.description ?? 'Expose GET /health — returns “ok”'}</p>`,
+        description_stripped: item.description ?? 'Expose GET /health — returns “ok”',
+        created_by: HUMAN_ACTOR,
+        updated_by: opts.actor ?? HUMAN_ACTOR,
+        created_at: '2026-11-02T09:00:00.000000Z',
+        updated_at: opts.updatedAt ?? '2026-11-02T09:00:00.000000Z',
+      };
   return pythonJsonDumps({
     event: 'issue',
     action,
@@ -95,7 +98,15 @@ export function v1Body(item: WorkItem, action: string, opts: { field?: string; a
       field: opts.field ?? null,
       new_value: null,
       old_value: null,
-      actor: { id: opts.actor ?? HUMAN_ACTOR, display_name: 'Zoë', first_name: 'Zoë', last_name: 'Åberg', email: 'zoe@example.com', avatar: '', avatar_url: null },
+      actor: {
+        id: opts.actor ?? HUMAN_ACTOR,
+        display_name: 'Zoë',
+        first_name: 'Zoë',
+        last_name: 'Åberg',
+        email: 'zoe@example.com',
+        avatar: '',
+        avatar_url: null,
+      },
       old_identifier: null,
       new_identifier: null,
     },

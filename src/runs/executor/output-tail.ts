@@ -17,6 +17,9 @@ export class OutputTail {
     const all = Buffer.concat(this.chunks);
     const tail = all.length > this.limit ? all.subarray(all.length - this.limit) : all;
     // Drop a UTF-8 sequence cut in half at the front, and NULs Postgres text cannot hold.
-    return tail.toString('utf8').replace(/^\uFFFD+/, '').replace(/\u0000/g, '');
+    return tail
+      .toString('utf8')
+      .replace(/^\uFFFD+/, '')
+      .replace(/\u0000/g, '');
   }
 }
