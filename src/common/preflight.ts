@@ -35,12 +35,14 @@ export async function checkServices(config: AppConfig): Promise<void> {
     retryStrategy: () => null,
     enableOfflineQueue: false,
   });
-  redis.on('error', () => undefined);
+  // The socket error (ECONNREFUSED, ENOTFOUND) says more than ioredis' "Connection is closed".
+  let socketError: unknown;
+  redis.on('error', (err) => (socketError ??= err));
   try {
     await redis.connect();
     await redis.ping();
   } catch (err) {
-    throw new ServiceUnreachableError(`cannot reach Redis at ${where(config.redisUrl)} (${reason(err)}); ${HOW_TO_START}`);
+    throw new ServiceUnreachableError(`cannot reach Redis at ${where(config.redisUrl)} (${reason(socketError ?? err)}); ${HOW_TO_START}`);
   } finally {
     redis.disconnect();
   }

@@ -42,5 +42,5 @@ export function classifyExit(exitCode: number | null, signal: string | null, tim
   if (timedOut) return 'transient';
   if (exitCode === 0) return 'success';
   if (exitCode === EXIT_TRANSIENT) return 'transient';
-  return signal || exitCode !== null ? 'failed' : 'failed';
+  return 'failed'; // any other exit code, a signal, or a command that could not start
 }
