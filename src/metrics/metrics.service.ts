@@ -70,7 +70,7 @@ export class MetricsService {
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'onceflow_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'onceflow_' });
   }
 
   duplicate(guard: DuplicateGuard): void {

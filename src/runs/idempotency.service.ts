@@ -117,10 +117,4 @@ export class IdempotencyService {
     }
     throw new DomainError(409, 'Conflict', 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
   }
-
-  /** Drops expired keys (the scheduler calls this). */
-  async prune(): Promise<number> {
-    const res = await this.ds.query(`DELETE FROM idempotency_keys WHERE expires_at < now()`);
-    return Array.isArray(res) ? (res[1] ?? 0) : 0;
-  }
 }
