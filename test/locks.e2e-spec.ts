@@ -75,7 +75,7 @@ describe('Heartbeat (real Redis)', () => {
 
   it('keeps a lock alive well past its TTL', async () => {
     const h = (await locks.acquire('alive', 300))!;
-    const hb = new Heartbeat(locks, h).start();
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
     await new Promise((r) => setTimeout(r, 1000));
     expect(hb.signal.aborted).toBe(false);
     expect(await locks.remainingMs('alive')).toBeGreaterThan(0);
@@ -85,7 +85,7 @@ describe('Heartbeat (real Redis)', () => {
 
   it('aborts the moment an extend fails (lock taken over)', async () => {
     const h = (await locks.acquire('stolen', 300))!;
-    const hb = new Heartbeat(locks, h).start();
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
     await redis.set(locks.lockKey('stolen'), 'thief', 'PX', 5000);
     await waitFor(() => hb.signal.aborted, 1000, 'abort after a failed extend');
     expect((hb.signal.reason as LockLostError).reason).toBe('extend_failed');
@@ -93,7 +93,7 @@ describe('Heartbeat (real Redis)', () => {
 
   it('aborts when a beat comes late (the process was frozen)', async () => {
     const h = (await locks.acquire('late', 300))!;
-    const hb = new Heartbeat(locks, h).start();
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
     // Block the event loop past the lock's TTL, as a GC pause or SIGSTOP would.
     const until = Date.now() + 450;
     while (Date.now() < until) {
@@ -105,7 +105,7 @@ describe('Heartbeat (real Redis)', () => {
 
   it('aborts when a beat check says the work is no longer ours', async () => {
     const h = (await locks.acquire('check', 300))!;
-    const hb = new Heartbeat(locks, h, { onBeat: async () => false }).start();
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key, { onBeat: async () => false }).start();
     await waitFor(() => hb.signal.aborted, 1000, 'abort after a failed check');
     expect((hb.signal.reason as LockLostError).reason).toBe('check_failed');
   });

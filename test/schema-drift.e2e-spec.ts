@@ -4,6 +4,23 @@ import { dataSourceOptions } from '../src/database/data-source-options';
 import { runMigrations } from '../src/database/prepare-database';
 import { testDatabaseUrl } from './support/env';
 
+/** Creates an empty database beside the run's, hands its URL to `work`, then drops it. */
+async function withScratchDatabase(suffix: string, work: (url: string) => Promise<void>): Promise<void> {
+  const url = new URL(testDatabaseUrl());
+  const name = `${url.pathname.slice(1)}_${suffix}`;
+  url.pathname = '/postgres';
+  const pg = new Client({ connectionString: url.toString() });
+  await pg.connect();
+  try {
+    await pg.query(`CREATE DATABASE "${name}"`);
+    url.pathname = `/${name}`;
+    await work(url.toString());
+  } finally {
+    await pg.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await pg.end();
+  }
+}
+
 /** Entities and migrations agree: what TypeORM would generate from the entities is nothing. */
 describe('schema', () => {
   it('has no drift between the entities and the migrated database', async () => {
@@ -18,46 +35,28 @@ describe('schema', () => {
   });
 
   it('migrates up, all the way down and up again on an empty database', async () => {
-    const url = new URL(testDatabaseUrl());
-    const name = `${url.pathname.slice(1)}_updown`;
-    url.pathname = '/postgres';
-    const pg = new Client({ connectionString: url.toString() });
-    await pg.connect();
-    try {
-      await pg.query(`CREATE DATABASE "${name}"`);
-      url.pathname = `/${name}`;
-      const applied = await runMigrations(url.toString());
+    await withScratchDatabase('updown', async (url) => {
+      const applied = await runMigrations(url);
       expect(applied.length).toBeGreaterThan(0);
-      const ds = new DataSource({ ...dataSourceOptions(url.toString(), 2) });
+      const ds = new DataSource({ ...dataSourceOptions(url, 2) });
       await ds.initialize();
       for (let i = 0; i < applied.length; i++) await ds.undoLastMigration();
-      const { length: tables } = await ds.query(`SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'migrations'`);
+      const { length: tables } = await ds.query(
+        `SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'migrations'`,
+      );
       expect(tables).toBe(0);
       await ds.destroy();
-      expect(await runMigrations(url.toString())).toEqual(applied);
+      expect(await runMigrations(url)).toEqual(applied);
       // A second start applies nothing (the advisory-locked runner is idempotent).
-      expect(await runMigrations(url.toString())).toEqual([]);
-    } finally {
-      await pg.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await pg.end();
-    }
+      expect(await runMigrations(url)).toEqual([]);
+    });
   });
 
   it('applies migrations once when several replicas start at the same moment', async () => {
-    const url = new URL(testDatabaseUrl());
-    const name = `${url.pathname.slice(1)}_race`;
-    url.pathname = '/postgres';
-    const pg = new Client({ connectionString: url.toString() });
-    await pg.connect();
-    try {
-      await pg.query(`CREATE DATABASE "${name}"`);
-      url.pathname = `/${name}`;
-      const results = await Promise.all(Array.from({ length: 4 }, () => runMigrations(url.toString())));
+    await withScratchDatabase('race', async (url) => {
+      const results = await Promise.all(Array.from({ length: 4 }, () => runMigrations(url)));
       const total = results.reduce((n, r) => n + r.length, 0);
       expect(total).toBe(Math.max(...results.map((r) => r.length)));
-    } finally {
-      await pg.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await pg.end();
-    }
+    });
   });
 });

@@ -1,5 +1,3 @@
-import { LockHandle, LockService } from './lock.service';
-
 export type LossReason = 'extend_failed' | 'extend_late' | 'extend_error' | 'check_failed' | 'stopped';
 
 export interface HeartbeatOptions {
@@ -12,9 +10,10 @@ export interface HeartbeatOptions {
 }
 
 /**
- * Extends a lock every third of its TTL and aborts `signal` the moment an extend fails, errors past
- * the lock's validity, or comes late: a late tick (a GC pause, SIGSTOP) may mean the lock already
- * lapsed and someone else holds it, so we stop rather than ask.
+ * Extends a lease (a Redis lock, a claim row) every third of its TTL and aborts `signal` the moment
+ * an extend fails, errors past the lease's validity, or comes late: a late tick (a GC pause,
+ * SIGSTOP) may mean the lease already lapsed and someone else holds it, so we stop rather than ask.
+ * `extend` resolves true while the lease is still ours.
  */
 export class Heartbeat {
   private readonly controller = new AbortController();
@@ -23,11 +22,13 @@ export class Heartbeat {
   private stopped = false;
 
   constructor(
-    private readonly locks: LockService,
-    private readonly handle: LockHandle,
+    private readonly extend: () => Promise<boolean>,
+    private readonly ttlMs: number,
+    /** What the lease is, for the abort reason (a lock key, a notification id). */
+    private readonly label: string,
     private readonly options: HeartbeatOptions = {},
   ) {
-    this.validUntil = Date.now() + handle.ttlMs;
+    this.validUntil = Date.now() + ttlMs;
   }
 
   get signal(): AbortSignal {
@@ -51,13 +52,13 @@ export class Heartbeat {
   }
 
   private lose(reason: LossReason): void {
-    if (!this.controller.signal.aborted) this.controller.abort(new LockLostError(this.handle.key, reason));
+    if (!this.controller.signal.aborted) this.controller.abort(new LockLostError(this.label, reason));
     this.stop();
   }
 
   private schedule(): void {
     if (this.stopped) return;
-    const interval = Math.max(10, Math.floor(this.handle.ttlMs / 3));
+    const interval = Math.max(10, Math.floor(this.ttlMs / 3));
     const due = Date.now() + interval;
     this.timer = setTimeout(() => void this.beat(due), interval);
     this.timer.unref?.();
@@ -67,10 +68,10 @@ export class Heartbeat {
     if (this.stopped) return;
     const now = Date.now();
     // Later than the lock's validity: it may have expired and been taken while we slept.
-    if (now >= this.validUntil || now - due > this.handle.ttlMs / 3) return this.lose('extend_late');
+    if (now >= this.validUntil || now - due > this.ttlMs / 3) return this.lose('extend_late');
     let ok: boolean;
     try {
-      ok = await withTimeout(this.locks.extend(this.handle, this.handle.ttlMs), this.validUntil - now);
+      ok = await withTimeout(this.extend(), this.validUntil - now);
     } catch (err) {
       this.options.onError?.(err);
       if (Date.now() >= this.validUntil) return this.lose('extend_error');
@@ -78,7 +79,7 @@ export class Heartbeat {
     }
     if (this.stopped) return;
     if (!ok) return this.lose('extend_failed');
-    this.validUntil = now + this.handle.ttlMs;
+    this.validUntil = now + this.ttlMs;
     if (this.options.onBeat) {
       try {
         if (!(await this.options.onBeat())) return this.lose('check_failed');
@@ -102,7 +103,7 @@ export class LockLostError extends Error {
     readonly key: string,
     readonly reason: LossReason,
   ) {
-    super(`lock ${key} lost (${reason})`);
+    super(`lease ${key} lost (${reason})`);
   }
 }
 

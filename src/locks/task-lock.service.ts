@@ -70,7 +70,7 @@ export class TaskLockService implements BeforeApplicationShutdown {
     }
     this.metrics.lockAcquisitions.inc({ result: 'acquired' });
     const checks: Array<() => Promise<boolean>> = [];
-    const heartbeat = new Heartbeat(this.locks, handle, {
+    const heartbeat = new Heartbeat(() => this.locks.extend(handle, handle.ttlMs), handle.ttlMs, key, {
       onBeat: async () => {
         for (const check of checks) if (!(await check())) return false;
         return true;

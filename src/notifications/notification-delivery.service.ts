@@ -3,7 +3,7 @@ import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { isTransientDbError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
-import { ClaimKeeper } from './claim-keeper';
+import { Heartbeat } from '../locks/heartbeat';
 import { ClaimedNotification, ClaimMiss, NotificationClaims } from './notification-claims.repository';
 import { notificationRetryDelayMs } from './retry-backoff';
 import { SlackClient, SlackOutcome } from './slack.client';
@@ -21,7 +21,7 @@ const RECORD_SENT_DEADLINE_MS = 60_000;
 
 /**
  * One delivery attempt of one outbox row: claim (conditional UPDATE with a lease) → POST →
- * record. The claim lease is RUN_LOCK_TTL_MS, kept alive by a ClaimKeeper while Slack has the
+ * record. The claim lease is RUN_LOCK_TTL_MS, kept alive by a Heartbeat while Slack has the
  * request; "SENT" is committed right after Slack's 200, the only window where a crash can repeat
  * a message (see docs/notifications.md).
  */
@@ -47,11 +47,9 @@ export class NotificationDelivery {
     const max = this.config.notifyMaxAttempts;
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
-    const keeper = new ClaimKeeper(
-      () => this.claims.extend(claim, this.leaseMs),
-      this.leaseMs,
-      (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
-    ).start();
+    const keeper = new Heartbeat(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, `notification ${notificationId}`, {
+      onError: (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
+    }).start();
     let outcome: SlackOutcome;
     try {
       outcome = await this.slack.post(claim.message, signal ? AbortSignal.any([signal, keeper.signal]) : keeper.signal);

@@ -1,9 +1,9 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsEnum, IsInt, IsOptional, IsString, IsUUID, Max, MaxLength, Min } from 'class-validator';
+import { LimitQuery } from '../../common/limit.query';
+import { IsEnum, IsOptional, IsString, IsUUID, MaxLength } from 'class-validator';
 import { RunStatus } from '../run-status';
 
-export class ListRunsQuery {
+export class ListRunsQuery extends LimitQuery {
   @ApiPropertyOptional({ format: 'uuid' })
   @IsOptional()
   @IsUUID()
@@ -13,14 +13,6 @@ export class ListRunsQuery {
   @IsOptional()
   @IsEnum(RunStatus)
   status?: RunStatus;
-
-  @ApiPropertyOptional({ default: 50, minimum: 1, maximum: 200 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(200)
-  limit?: number;
 
   @ApiPropertyOptional({ description: 'nextCursor of the previous page' })
   @IsOptional()

@@ -1,8 +1,8 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsInt, IsNotEmpty, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { LimitQuery } from '../../common/limit.query';
+import { IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
 
-export class ListTasksQuery {
+export class ListTasksQuery extends LimitQuery {
   @ApiPropertyOptional({ example: 'plane', description: 'External provider of the task' })
   @IsOptional()
   @IsString()
@@ -16,12 +16,4 @@ export class ListTasksQuery {
   @IsNotEmpty()
   @MaxLength(255)
   externalId?: string;
-
-  @ApiPropertyOptional({ default: 50, minimum: 1, maximum: 200 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(200)
-  limit?: number;
 }

@@ -1,9 +1,9 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsEnum, IsInt, IsNotEmpty, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { LimitQuery } from '../../common/limit.query';
+import { IsEnum, IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
 import { DeliveryStatus } from '../webhook-delivery.entity';
 
-export class ListDeliveriesQuery {
+export class ListDeliveriesQuery extends LimitQuery {
   @ApiPropertyOptional({ example: 'plane' })
   @IsOptional()
   @IsString()
@@ -15,12 +15,4 @@ export class ListDeliveriesQuery {
   @IsOptional()
   @IsEnum(DeliveryStatus)
   status?: DeliveryStatus;
-
-  @ApiPropertyOptional({ default: 50, minimum: 1, maximum: 200 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(200)
-  limit?: number;
 }
