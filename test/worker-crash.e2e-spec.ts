@@ -93,6 +93,10 @@ describe('worker crashes and freezes', () => {
     await waitFor(() => count(countFile, 'start', run.id) === 2, 30_000, 'another worker to take the run over');
     const takeover = executions(countFile).filter((e) => e.runId === run.id && e.kind === 'start')[1];
     expect(takeover.token).toBeGreaterThan(staleCommand.token);
+    // The frozen worker sent no keep-alive: its watchdog killed the command before its lock lapsed,
+    // so the two attempts never overlap even while the worker stays frozen.
+    expect(isAlive(staleCommand.pid)).toBe(false);
+    expect(executions(countFile).filter((e) => e.runId === run.id && e.kind === 'done')).toHaveLength(0);
     frozen.child.kill('SIGCONT');
     // On waking, its heartbeat is late: it kills its command before that command could finish.
     await waitFor(() => !isAlive(staleCommand.pid), 3000, 'the stale command to be killed');

@@ -66,6 +66,13 @@ export class RunProcessor implements OnModuleInit {
     }
     const { run, project } = claim;
     const token = run.fencing_token;
+    // The command's watchdog is fed on every beat that renewed the run lock (checks run only
+    // after a successful extend); registered first, so a failing Postgres check cannot starve it.
+    let ping: (() => void) | undefined;
+    lease.onBeat(async () => {
+      ping?.();
+      return true;
+    });
     // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
     lease.onBeat(async () => {
       const rows = await queryRows(
@@ -91,6 +98,8 @@ export class RunProcessor implements OnModuleInit {
         workspace,
         idempotencyKey: `onceflow-run-${runId}`,
         timeoutMs: this.config.runTimeoutMs,
+        watchdogMs: Math.floor(this.config.runLockTtlMs * 0.8),
+        keepAlive: (p) => (ping = p),
       },
       lease.signal,
     );
@@ -144,7 +153,9 @@ export class RunProcessor implements OnModuleInit {
       this.logger.warn({ msg: 'finalize fenced out: a newer holder owns the run', runId, jobId: job.id, fencingToken: token });
       return 'fenced';
     }
-    if (fin.notificationId) await this.kicker.kick(fin.notificationId).catch(() => undefined);
+    // Without a Slack URL the row is SKIPPED and no process takes notification jobs: a kick would
+    // only cost Redis round trips and leave a job nobody ever consumes.
+    if (fin.notificationId && this.config.slackWebhookUrl) await this.kicker.kick(fin.notificationId).catch(() => undefined);
     this.logger.log({ msg: 'run finished attempt', runId, jobId: job.id, attempt, status: to, reason });
     if (to === RunStatus.RETRYING) throw new RetryLaterError(delay, reason);
     return to === RunStatus.SUCCESS ? 'succeeded' : 'failed';

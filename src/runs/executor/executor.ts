@@ -11,6 +11,10 @@ export interface ExecutionRequest {
   workspace: string;
   idempotencyKey: string;
   timeoutMs: number;
+  /** The command's group is killed when no keep-alive came for this long (a frozen worker). */
+  watchdogMs?: number;
+  /** Hands the caller the keep-alive to call on every heartbeat that renewed the lease. */
+  keepAlive?: (ping: () => void) => void;
 }
 
 export type ExecutionOutcome = 'success' | 'transient' | 'failed' | 'aborted';
@@ -42,5 +46,8 @@ export function classifyExit(exitCode: number | null, signal: string | null, tim
   if (timedOut) return 'transient';
   if (exitCode === 0) return 'success';
   if (exitCode === EXIT_TRANSIENT) return 'transient';
+  // SIGKILL we did not send: the watchdog (no keep-alive from a stalled worker) or the OOM killer.
+  // Neither says the work is impossible: another attempt may succeed.
+  if (signal === 'SIGKILL') return 'transient';
   return 'failed'; // any other exit code, a signal, or a command that could not start
 }

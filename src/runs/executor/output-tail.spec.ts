@@ -22,6 +22,7 @@ describe('classifyExit', () => {
     [null, 'SIGKILL', true, false, 'transient'],
     [1, null, false, false, 'failed'],
     [null, 'SIGSEGV', false, false, 'failed'],
+    [null, 'SIGKILL', false, false, 'transient'],
     [0, null, false, true, 'aborted'],
   ] as const)('exit %s signal %s timedOut %s aborted %s -> %s', (code, sig, timedOut, aborted, outcome) => {
     expect(classifyExit(code, sig, timedOut, aborted)).toBe(outcome);

@@ -5,14 +5,17 @@ import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, Run
 import { OutputTail } from './output-tail';
 
 /**
- * The command runs in its own process group next to a tiny watchdog that blocks reading fd 3, a
- * socket only this worker holds the other end of. When the worker dies (kill -9, OOM) the kernel
- * closes that end, the watchdog reads EOF and kills the whole group: the attempt cannot finish
- * behind the next attempt's back. (dash forks the last command of `sh -c`, so a parent-death
+ * The command runs in its own process group next to a tiny watchdog that reads fd 3, a socket only
+ * this worker holds the other end of. When the worker dies (kill -9, OOM) the kernel closes that
+ * end, the watchdog reads EOF and kills the whole group: the attempt cannot finish behind the next
+ * attempt's back. The worker also writes a keep-alive byte on every heartbeat that renewed the run
+ * lock; when none comes for `watchdogMs` (0.8 × the lock TTL: the worker is frozen — SIGSTOP, a
+ * stalled VM — and its lock is about to lapse) the watchdog kills the group before another worker
+ * can start the run. (dash forks the last command of `sh -c`, so a parent-death
  * signal on the shell alone would not reach the command.) The configured command is passed as $1
  * and the run's data only as environment variables: a requirement is never shell code.
  */
-const WRAPPER = `(read -r _ <&3; kill -KILL 0) </dev/null >/dev/null 2>&1 &
+const WRAPPER = `(while b=$(timeout --foreground "$2" head -c 1 <&3 2>/dev/null) && [ -n "$b" ]; do :; done; kill -KILL 0) </dev/null >/dev/null 2>&1 &
 exec 3<&-
 exec /bin/sh -c "$1"`;
 
@@ -44,13 +47,20 @@ export class ShellExecutor implements RunExecutor {
       IDEMPOTENCY_KEY: req.idempotencyKey,
     });
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
-    const child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command], {
+    const watchdogSecs = ((req.watchdogMs ?? 365 * 24 * 3600 * 1000) / 1000).toFixed(3);
+    const child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command, watchdogSecs], {
       cwd: req.workspace,
       env,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     });
     const lifeline = child.stdio[3] as Socket | null;
+    // Each byte on the lifeline is a keep-alive: a worker that stops sending (frozen) loses its command.
+    const ping = () => {
+      if (lifeline && !lifeline.destroyed) lifeline.write('k');
+    };
+    ping();
+    req.keepAlive?.(ping);
     child.stdout?.on('data', (c: Buffer) => tail.push(c));
     child.stderr?.on('data', (c: Buffer) => tail.push(c));
 
