@@ -4,7 +4,7 @@ const esmOnly = ['@nestjs', 'file-type', 'strtok3', 'token-types', '@tokenizer',
 module.exports = {
   testEnvironment: 'node',
   rootDir: '.',
-  roots: ['<rootDir>/src', '<rootDir>/test'],
+  roots: ['<rootDir>/src', '<rootDir>/test', '<rootDir>/scripts'],
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   moduleFileExtensions: ['ts', 'js', 'json'],
   transform: {

@@ -1,0 +1,228 @@
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Redis from 'ioredis';
+import { Client, Pool } from 'pg';
+import { prepareDatabase } from '../../src/database/prepare-database';
+import { BOT_ACTOR, PLANE_SECRET } from '../../test/support/plane';
+import { SlackStub } from '../../test/support/slack-stub';
+import { AppProcess, Role } from './app-process';
+import { ApiClient } from './client';
+import { repoRoot } from './util';
+import { Witness } from './witness';
+
+export interface Fault {
+  atMs: number;
+  kind: 'kill' | 'freeze' | 'thaw' | 'wipe-redis' | 'terminate-pg';
+  label?: string;
+  pid?: number;
+}
+
+export interface ClusterOptions {
+  /** Scenario name: part of the database name, the Redis prefix and the scratch directory. */
+  name: string;
+  workers: number;
+  /** Overrides of the fast defaults below. */
+  env?: Record<string, string>;
+}
+
+const DEFAULT_DB = 'postgres://postgres@127.0.0.1:5432/onceflow';
+const DEFAULT_REDIS = 'redis://127.0.0.1:6379/0';
+
+/** Short timings, so that a dead or frozen holder is noticed within seconds (contract: tuning knobs). */
+const FAST = {
+  NODE_ENV: 'test',
+  LOG_LEVEL: 'warn',
+  WORKER_CONCURRENCY: '4',
+  RUN_LOCK_TTL_MS: '1500',
+  QUEUE_LOCK_DURATION_MS: '1500',
+  QUEUE_STALLED_INTERVAL_MS: '1000',
+  RUN_RETRY_BASE_DELAY_MS: '100',
+  RUN_RETRY_MAX_DELAY_MS: '1000',
+  RUN_MAX_ATTEMPTS: '10',
+  RUN_TIMEOUT_MS: '60000',
+  RECONCILE_INTERVAL_MS: '1000',
+  NOTIFY_RETRY_BASE_DELAY_MS: '100',
+  NOTIFY_MAX_ATTEMPTS: '10',
+  PLANE_PROJECT_MAX_CONCURRENT_RUNS: '8',
+};
+
+/**
+ * A scenario's own world: a scratch database (created, dropped), a Redis key prefix (wiped at the
+ * end), a scratch directory (execution file, workspaces, process logs), a local Slack stub, and
+ * the real app as separate processes — 1 API, N workers, 1 scheduler.
+ */
+export class Cluster {
+  readonly id = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+  readonly dir: string;
+  readonly dbName: string;
+  readonly dbUrl: string;
+  readonly redisUrl: string;
+  readonly prefix: string;
+  readonly execFile: string;
+  readonly apiKey = `chaos_${randomBytes(16).toString('hex')}`;
+  readonly witness: Witness;
+  readonly pg: Pool;
+  readonly redis: Redis;
+  slack!: SlackStub;
+  api!: AppProcess;
+  scheduler!: AppProcess;
+  workers: AppProcess[] = [];
+  client!: ApiClient;
+  restarts = 0;
+  /** Every fault injected, with its wall-clock time: the checker attributes effects to causes. */
+  readonly faults: Fault[] = [];
+
+  private constructor(readonly opts: ClusterOptions) {
+    this.dir = mkdtempSync(join(tmpdir(), `onceflow-chaos-${opts.name}-`));
+    mkdirSync(join(this.dir, 'logs'));
+    const url = new URL(process.env.CHAOS_DATABASE_URL ?? process.env.DATABASE_URL ?? DEFAULT_DB);
+    this.dbName = `onceflow_chaos_${opts.name.replace(/\W/g, '_')}_${this.id}`;
+    url.pathname = `/${this.dbName}`;
+    this.dbUrl = url.toString();
+    this.redisUrl = process.env.CHAOS_REDIS_URL ?? process.env.REDIS_URL ?? DEFAULT_REDIS;
+    this.prefix = `onceflow_chaos_${opts.name}_${this.id}`;
+    this.execFile = join(this.dir, 'executions.log');
+    this.witness = new Witness(this.execFile);
+    // Our own reads use another application_name, so pg_terminate_backend spares them.
+    this.pg = new Pool({ connectionString: this.dbUrl, max: 3, application_name: 'onceflow-chaos' });
+    this.redis = new Redis(this.redisUrl, { maxRetriesPerRequest: 3 });
+  }
+
+  static async start(opts: ClusterOptions): Promise<Cluster> {
+    const c = new Cluster(opts);
+    try {
+      c.slack = await SlackStub.start();
+      // Migrate once up front: the processes then start without queueing on the advisory lock.
+      await prepareDatabase(c.dbUrl);
+      c.witness.start();
+      c.api = await c.spawn('api', 'api');
+      c.client = new ApiClient(c.api.url, c.apiKey);
+      c.workers = Array.from({ length: opts.workers }, (_, i) => c.makeProcess(`worker-${i + 1}`, 'worker'));
+      c.scheduler = c.makeProcess('scheduler', 'scheduler');
+      await Promise.all([...c.workers, c.scheduler].map((p) => p.start()));
+      return c;
+    } catch (err) {
+      await c.destroy(false);
+      throw err;
+    }
+  }
+
+  get env(): Record<string, string> {
+    return {
+      ...FAST,
+      DATABASE_URL: this.dbUrl,
+      REDIS_URL: this.redisUrl,
+      REDIS_PREFIX: this.prefix,
+      API_KEYS: this.apiKey,
+      PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
+      PLANE_BOT_ACTOR_IDS: BOT_ACTOR,
+      SLACK_WEBHOOK_URL: this.slack.url,
+      ORCHESTRATOR_COMMAND: `sh '${join(repoRoot(), 'test/support/fake-orchestrator.sh')}' '${this.execFile}'`,
+      WORKSPACE_ROOT: join(this.dir, 'workspaces'),
+      ...this.opts.env,
+    };
+  }
+
+  get reconcileIntervalMs(): number {
+    return Number(this.env.RECONCILE_INTERVAL_MS);
+  }
+
+  get lockTtlMs(): number {
+    return Number(this.env.RUN_LOCK_TTL_MS);
+  }
+
+  private makeProcess(label: string, role: Role): AppProcess {
+    return new AppProcess(label, role, this.env, join(this.dir, 'logs', `${label}.log`));
+  }
+
+  private spawn(label: string, role: Role): Promise<AppProcess> {
+    return this.makeProcess(label, role).start();
+  }
+
+  liveWorkers(): AppProcess[] {
+    return this.workers.filter((w) => w.running && w.ready && !w.frozen);
+  }
+
+  record(fault: Omit<Fault, 'atMs'>): void {
+    const f = { atMs: Date.now(), ...fault };
+    this.faults.push(f);
+    appendFileSync(join(this.dir, 'faults.log'), `${JSON.stringify(f)}\n`);
+  }
+
+  async kill(p: AppProcess): Promise<void> {
+    this.record({ kind: 'kill', label: p.label, pid: p.pid });
+    await p.kill();
+  }
+
+  freeze(p: AppProcess): void {
+    this.record({ kind: 'freeze', label: p.label, pid: p.pid });
+    p.freeze();
+  }
+
+  thaw(p: AppProcess): void {
+    this.record({ kind: 'thaw', label: p.label, pid: p.pid });
+    p.thaw();
+  }
+
+  async restart(p: AppProcess): Promise<void> {
+    await p.start();
+    this.restarts++;
+  }
+
+  /** The worker process holding a run's lease right now (lease owner is `host:pid:random`). */
+  async holderOf(runId: string): Promise<AppProcess | undefined> {
+    const { rows } = await this.pg.query(`SELECT lease_owner FROM runs WHERE id = $1 AND status = 'RUNNING'`, [runId]);
+    const pid = Number(String(rows[0]?.lease_owner ?? '').split(':')[1]);
+    return this.workers.find((w) => w.running && w.pid === pid);
+  }
+
+  /** Deletes every key of this scenario's prefix, as a Redis restart without persistence would. */
+  async wipeRedis(): Promise<number> {
+    this.record({ kind: 'wipe-redis' });
+    return this.deletePrefixKeys();
+  }
+
+  private async deletePrefixKeys(): Promise<number> {
+    let n = 0;
+    for await (const keys of this.redis.scanStream({ match: `${this.prefix}:*`, count: 1000 })) {
+      if ((keys as string[]).length) n += await this.redis.del(...(keys as string[]));
+    }
+    return n;
+  }
+
+  /** Terminates the app's Postgres connections to this scenario's database (none of ours). */
+  async terminatePg(): Promise<number> {
+    this.record({ kind: 'terminate-pg' });
+    const { rows } = await this.pg.query(
+      `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+        WHERE datname = $1 AND application_name = 'onceflow' AND pid <> pg_backend_pid()`,
+      [this.dbName],
+    );
+    return rows[0].n;
+  }
+
+  async stopProcesses(): Promise<void> {
+    await Promise.all([...this.workers, this.scheduler, this.api].filter(Boolean).map((p) => p.stop()));
+  }
+
+  /** Stops everything and drops the database and Redis keys; keeps the directory when asked (evidence). */
+  async destroy(keepDir: boolean): Promise<void> {
+    await this.stopProcesses().catch(() => undefined);
+    this.witness.stop();
+    await this.slack?.close().catch(() => undefined);
+    await this.pg.end().catch(() => undefined);
+    if (!process.env.CHAOS_KEEP_DB) {
+      await this.deletePrefixKeys().catch(() => undefined);
+      const url = new URL(this.dbUrl);
+      url.pathname = '/postgres';
+      const admin = new Client({ connectionString: url.toString() });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS "${this.dbName}" WITH (FORCE)`).catch(() => undefined);
+      await admin.end();
+    }
+    await this.redis.quit().catch(() => undefined);
+    if (!keepDir) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
