@@ -6,6 +6,8 @@ import { NOTIFICATIONS_QUEUE, NotificationJobData } from '../queues/queue-names'
 
 /** A kick waits no longer than this for Redis: the run's job should not hang on a courtesy. */
 const KICK_TIMEOUT_MS = 2000;
+/** States in which the job will still run: an add with its id must collapse into it. */
+const LIVE_STATES = new Set<string>(['waiting', 'active', 'delayed', 'paused']);
 
 /**
  * Starts delivery of a freshly committed outbox row without waiting for the sweeper. Failing to
@@ -35,14 +37,15 @@ export class NotificationKicker {
   /**
    * One job per (row, attempts): a duplicate add while that job lives collapses into it. Bull
    * also drops an add SILENTLY while a completed or failed job keeps the id, which would strand a
-   * row that is still PENDING — so such a leftover is removed first.
+   * row that is still PENDING — so such a leftover is removed first. The same goes for a job
+   * record that sits in no list at all (`stuck`: a Redis wipe raced Bull's own scripts).
    */
   async enqueue(notificationId: string, attempts: number): Promise<void> {
     const jobId = notificationJobId(notificationId, attempts);
     const existing = await this.queue.getJob(jobId);
     if (existing) {
       const state = await existing.getState();
-      if (state === 'completed' || state === 'failed') await existing.remove().catch(() => undefined);
+      if (!LIVE_STATES.has(state)) await existing.remove().catch(() => undefined);
     }
     await this.queue.add({ notificationId }, { jobId });
   }
