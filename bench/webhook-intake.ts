@@ -1,30 +1,30 @@
 /**
- * Plane intake throughput and latency: starts onceflow (API role, compiled dist) against a scratch
- * database, fires signed Plane `created` deliveries at concurrency 64 for ~10 s, 80 % of them
- * byte-identical retries of bodies already sent, and prints deliveries/s and p50/p99 latency.
+ * Plane intake throughput and latency: starts onceflow (API role, compiled dist), fires signed
+ * Plane `created` deliveries at concurrency 64 for ~10 s, 80 % of them byte-identical retries of
+ * bodies already sent, and measures deliveries/s and p50/p99 latency. Part of `npm run bench`
+ * (bench.ts); also runs alone against a scratch database of its own:
  *
  *   npx tsc -p tsconfig.build.json && node dist/bench/webhook-intake.js
  *
  * Uses the local Postgres and Redis (DATABASE_URL's server, REDIS_URL); drops what it made.
  */
-import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import Redis from 'ioredis';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
+import { dropDatabase, dropRedisPrefix, pct, startApp, withDatabase } from './support';
 
-const CONCURRENCY = 64;
+export const INTAKE_CONCURRENCY = 64;
 const DURATION_MS = 10_000;
 const WARMUP_MS = 1_000;
-const DUPLICATE_SHARE = 0.8;
+export const DUPLICATE_SHARE = 0.8;
 const PLANE_PROJECTS = 4;
 const SINGLE_MS = 3_000;
+const CEILING_MS = 3_000;
 
 interface Sample {
   kind: 'new' | 'retry';
@@ -32,14 +32,34 @@ interface Sample {
   ms: number;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => res(port));
-    });
-    srv.on('error', rej);
-  });
+export interface Latency {
+  n: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+export interface IntakeResult {
+  concurrency: number;
+  duplicateShare: number;
+  seconds: number;
+  deliveriesPerSec: number;
+  all: Latency;
+  new: Latency;
+  retry: Latency;
+  unloaded: { deliveriesPerSec: number; new: Latency; retry: Latency };
+  statusCounts: Record<number, number>;
+  clientErrors: number;
+  distinctBodies: number;
+  stored: { tasks: number; runs: number; deliveries: number; duplicatesCounted: number };
+  /** Set when the database does not hold exactly one task, run and delivery per distinct body. */
+  mismatch: string | null;
+  serverPeakRssMb: number | null;
+  /**
+   * GET /health/live answers/s at the same concurrency against the same process: the ceiling of
+   * the HTTP stack alone (Express, Nest, logging) on this machine, for reading the intake figure.
+   */
+  httpCeilingPerSec: number;
 }
 
 function post(agent: Agent, port: number, body: string, signature: string): Promise<number> {
@@ -70,55 +90,42 @@ function post(agent: Agent, port: number, body: string, signature: string): Prom
   });
 }
 
-function pct(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN;
+async function ceiling(agent: Agent, port: number): Promise<number> {
+  const get = () =>
+    new Promise<void>((res, rej) => {
+      const req = request({ agent, host: '127.0.0.1', port, path: '/health/live' }, (r) => {
+        r.resume();
+        r.on('end', () => res());
+      });
+      req.on('error', rej);
+      req.end();
+    });
+  let n = 0;
+  const t0 = Date.now();
+  const stopAt = t0 + CEILING_MS;
+  await Promise.all(
+    Array.from({ length: INTAKE_CONCURRENCY }, async () => {
+      while (Date.now() < stopAt) {
+        await get();
+        n++;
+      }
+    }),
+  );
+  return n / ((Date.now() - t0) / 1000);
 }
 
-async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [resolve(__dirname, '../src/main.js')], {
-    env: { ...env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`onceflow exited early:\n${out}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/health/ready`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ok) return { child, port };
-    if (Date.now() > deadline) throw new Error(`onceflow not ready within 30 s:\n${out}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+function latency(s: Sample[]): Latency {
+  const ms = s.map((x) => x.ms).sort((a, b) => a - b);
+  return { n: ms.length, p50Ms: pct(ms, 50), p99Ms: pct(ms, 99), maxMs: ms[ms.length - 1] ?? NaN };
 }
 
-async function main(): Promise<void> {
-  const tag = `bench_wh_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
-  const base = new URL(configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' }).databaseUrl);
-  base.pathname = `/onceflow_${tag}`;
-  const workspaceRoot = mkdtempSync(join(tmpdir(), 'onceflow-bench-wh-'));
-  const env: Record<string, string> = {
-    ...(processEnvironment() as Record<string, string>),
-    DATABASE_URL: base.toString(),
-    REDIS_PREFIX: tag,
-    APP_ROLE: 'api',
-    API_KEYS: 'bench-api-key-0123456789',
-    PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
-    WORKSPACE_ROOT: workspaceRoot,
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-  };
-  const config = configFromProcessEnv(env);
-  const server = await startServer(env).catch(async (err: unknown) => {
-    await cleanUp(config, tag, workspaceRoot);
-    throw err;
-  });
-  const { child, port } = server;
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+/**
+ * Runs the intake bench against an API process started with `env` (its DATABASE_URL must exist
+ * or be creatable; the process migrates it). The database may hold other phases' runs, but no tasks.
+ */
+export async function runIntakeBench(env: Record<string, string>, nodeArgs: string[] = []): Promise<IntakeResult> {
+  const server = await startApp({ ...env, APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET }, nodeArgs);
+  const agent = new Agent({ keepAlive: true, maxSockets: INTAKE_CONCURRENCY });
   const projects = Array.from({ length: PLANE_PROJECTS }, () => randomUUID());
   const sent: Array<{ body: string; signature: string }> = [];
   let errors = 0;
@@ -140,7 +147,7 @@ async function main(): Promise<void> {
         }
         const t0 = process.hrtime.bigint();
         try {
-          const status = await post(agent, port, delivery.body, delivery.signature);
+          const status = await post(agent, server.port, delivery.body, delivery.signature);
           if (Date.now() >= measureFrom) samples.push({ kind: retry ? 'retry' : 'new', status, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
         } catch {
           errors++;
@@ -154,73 +161,96 @@ async function main(): Promise<void> {
   try {
     // Unloaded first (what one delivery costs), then the load the issue asks about.
     const single = await phase(1, 500, SINGLE_MS);
-    const { samples, seconds: elapsed } = await phase(CONCURRENCY, WARMUP_MS, DURATION_MS);
-    const pg = new Client({ connectionString: config.databaseUrl });
+    const { samples, seconds } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
+    const serverPeakRssMb = server.peakRssMb();
+    const httpCeilingPerSec = await ceiling(agent, server.port);
+    const pg = new Client({ connectionString: env.DATABASE_URL });
     await pg.connect();
     const { rows } = await pg.query(
-      `SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM runs)::int AS runs,
-              (SELECT count(*) FROM webhook_deliveries)::int AS deliveries, (SELECT coalesce(sum(duplicate_count), 0)::int FROM webhook_deliveries) AS dups`,
+      `SELECT (SELECT count(*) FROM tasks)::int AS tasks, (SELECT count(*) FROM runs WHERE task_id IS NOT NULL)::int AS runs,
+              (SELECT count(*) FROM webhook_deliveries)::int AS deliveries,
+              (SELECT coalesce(sum(duplicate_count), 0)::int FROM webhook_deliveries) AS dups`,
     );
     await pg.end();
-    const report = (label: string, s: Sample[]) => {
-      const ms = s.map((x) => x.ms).sort((a, b) => a - b);
-      return `${label.padEnd(8)} n=${String(s.length).padStart(6)}  p50=${pct(ms, 50).toFixed(2)} ms  p99=${pct(ms, 99).toFixed(2)} ms  max=${ms[ms.length - 1]?.toFixed(2)} ms`;
+    const stored = { tasks: rows[0].tasks, runs: rows[0].runs, deliveries: rows[0].deliveries, duplicatesCounted: rows[0].dups };
+    const ok = stored.tasks === sent.length && stored.runs === sent.length && stored.deliveries === sent.length;
+    return {
+      concurrency: INTAKE_CONCURRENCY,
+      duplicateShare: DUPLICATE_SHARE,
+      seconds,
+      deliveriesPerSec: samples.length / seconds,
+      all: latency(samples),
+      new: latency(samples.filter((s) => s.kind === 'new')),
+      retry: latency(samples.filter((s) => s.kind === 'retry')),
+      unloaded: {
+        deliveriesPerSec: single.samples.length / single.seconds,
+        new: latency(single.samples.filter((s) => s.kind === 'new')),
+        retry: latency(single.samples.filter((s) => s.kind === 'retry')),
+      },
+      statusCounts: samples.reduce<Record<number, number>>((acc, s) => ({ ...acc, [s.status]: (acc[s.status] ?? 0) + 1 }), {}),
+      clientErrors: errors,
+      distinctBodies: sent.length,
+      stored,
+      mismatch: ok ? null : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
+      serverPeakRssMb,
+      httpCeilingPerSec,
     };
-    const byStatus = samples.reduce<Record<number, number>>((acc, s) => ({ ...acc, [s.status]: (acc[s.status] ?? 0) + 1 }), {});
-    process.stdout.write(
-      [
-        `Plane intake bench: concurrency ${CONCURRENCY}, ${DURATION_MS / 1000} s measured after ${WARMUP_MS / 1000} s warm-up, ${DUPLICATE_SHARE * 100} % retries`,
-        `deliveries/s: ${(samples.length / elapsed).toFixed(0)}  (HTTP status counts ${JSON.stringify(byStatus)}, client errors ${errors})`,
-        report('all', samples),
-        report(
-          'new',
-          samples.filter((s) => s.kind === 'new'),
-        ),
-        report(
-          'retry',
-          samples.filter((s) => s.kind === 'retry'),
-        ),
-        `unloaded (concurrency 1, ${SINGLE_MS / 1000} s): ${(single.samples.length / single.seconds).toFixed(0)} deliveries/s`,
-        report(
-          '  new',
-          single.samples.filter((s) => s.kind === 'new'),
-        ),
-        report(
-          '  retry',
-          single.samples.filter((s) => s.kind === 'retry'),
-        ),
-        `database: ${rows[0].tasks} tasks, ${rows[0].runs} runs, ${rows[0].deliveries} deliveries (${sent.length} distinct bodies sent), ${rows[0].dups} duplicates counted`,
-        '',
-      ].join('\n'),
-    );
-    if (rows[0].tasks !== sent.length || rows[0].runs !== sent.length || rows[0].deliveries !== sent.length) {
-      process.exitCode = 1;
-      process.stderr.write('MISMATCH: expected one task, run and delivery row per distinct body\n');
-    }
   } finally {
     agent.destroy();
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    await cleanUp(config, tag, workspaceRoot);
+    await server.stop();
   }
 }
 
-/** Drops the scratch database, the Redis keys under the bench's prefix and the workspaces. */
-async function cleanUp(config: { databaseUrl: string; redisUrl: string }, tag: string, workspaceRoot: string): Promise<void> {
-  const admin = new URL(config.databaseUrl);
-  admin.pathname = '/postgres';
-  const pg = new Client({ connectionString: admin.toString() });
-  await pg.connect();
-  await pg.query(`DROP DATABASE IF EXISTS "onceflow_${tag}" WITH (FORCE)`);
-  await pg.end();
-  const redis = new Redis(config.redisUrl);
-  for await (const keys of redis.scanStream({ match: `${tag}*`, count: 1000 }))
-    if ((keys as string[]).length) await redis.unlink(...(keys as string[]));
-  await redis.quit();
-  rmSync(workspaceRoot, { recursive: true, force: true });
+export function formatIntake(r: IntakeResult): string {
+  const line = (label: string, l: Latency) =>
+    `${label.padEnd(8)} n=${String(l.n).padStart(6)}  p50=${l.p50Ms.toFixed(2)} ms  p99=${l.p99Ms.toFixed(2)} ms  max=${l.maxMs.toFixed(2)} ms`;
+  return [
+    `Plane intake bench: concurrency ${r.concurrency}, ${DURATION_MS / 1000} s measured after ${WARMUP_MS / 1000} s warm-up, ${r.duplicateShare * 100} % retries`,
+    `deliveries/s: ${r.deliveriesPerSec.toFixed(0)}  (HTTP status counts ${JSON.stringify(r.statusCounts)}, client errors ${r.clientErrors})`,
+    line('all', r.all),
+    line('new', r.new),
+    line('retry', r.retry),
+    `unloaded (concurrency 1, ${SINGLE_MS / 1000} s): ${r.unloaded.deliveriesPerSec.toFixed(0)} deliveries/s`,
+    line('  new', r.unloaded.new),
+    line('  retry', r.unloaded.retry),
+    `database: ${r.stored.tasks} tasks, ${r.stored.runs} runs, ${r.stored.deliveries} deliveries (${r.distinctBodies} distinct bodies sent), ${r.stored.duplicatesCounted} duplicates counted`,
+    `API process peak RSS: ${r.serverPeakRssMb ?? '?'} MB; HTTP ceiling (GET /health/live, same concurrency): ${r.httpCeilingPerSec.toFixed(0)}/s`,
+  ].join('\n');
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+async function main(): Promise<void> {
+  const tag = `bench_wh_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
+  const config = configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' });
+  const databaseUrl = withDatabase(config.databaseUrl, `onceflow_${tag}`);
+  const workspaceRoot = mkdtempSync(join(tmpdir(), 'onceflow-bench-wh-'));
+  const env: Record<string, string> = {
+    ...(processEnvironment() as Record<string, string>),
+    DATABASE_URL: databaseUrl,
+    REDIS_PREFIX: tag,
+    API_KEYS: 'bench-api-key-0123456789',
+    WORKSPACE_ROOT: workspaceRoot,
+    LOG_LEVEL: 'silent',
+    NODE_ENV: 'production',
+  };
+  try {
+    // BENCH_PROFILE_DIR: a V8 CPU profile of the API process, for `--cpu-prof` hunting.
+    const profileDir = process.env.BENCH_PROFILE_DIR;
+    const r = await runIntakeBench(env, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+    process.stdout.write(`${formatIntake(r)}\n`);
+    if (r.mismatch) {
+      process.exitCode = 1;
+      process.stderr.write(`MISMATCH: ${r.mismatch}\n`);
+    }
+  } finally {
+    await dropDatabase(databaseUrl);
+    await dropRedisPrefix(config.redisUrl, tag);
+    rmSync(workspaceRoot, { recursive: true, force: true });
+  }
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,33 @@
+/**
+ * The baseline's consumer, a child process of bench.ts: a Bull worker with onceflow's own queue
+ * settings and concurrency but a handler that does nothing — no lock, no database. It reports its
+ * completed-job count to the parent over IPC.
+ *
+ * Environment (set by bench.ts): REDIS_URL, REDIS_PREFIX, BARE_QUEUE, BARE_CONCURRENCY.
+ */
+import Bull from 'bull';
+import { loadConfig } from '../src/config/app-config';
+import { queueOptions } from '../src/queues/queue-settings';
+
+const config = loadConfig({ ...process.env, API_KEYS: 'bench-api-key-0123456789', NODE_ENV: 'production' });
+const queue = new Bull(process.env.BARE_QUEUE ?? 'bare', queueOptions(config));
+let completed = 0;
+let lastAt = 0;
+queue.on('completed', () => {
+  completed++;
+  lastAt = Date.now();
+});
+// A no-op handler: what Bull itself costs per job.
+void queue.process(config.workerConcurrency, async () => undefined);
+const report = setInterval(() => process.send?.({ completed, lastAt }), 20);
+queue
+  .isReady()
+  .then(() => process.send?.({ ready: true }))
+  .catch((err: unknown) => {
+    process.stderr.write(`bare worker: ${String(err)}\n`);
+    process.exit(1);
+  });
+process.on('disconnect', () => {
+  clearInterval(report);
+  void queue.close().finally(() => process.exit(0));
+});

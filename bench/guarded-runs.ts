@@ -1,0 +1,134 @@
+/**
+ * onceflow guarded runs/s: PENDING runs are dispatched from this process (the real
+ * DispatchService: producer guard → conditional PENDING→QUEUED → Bull add), each one TWICE at
+ * once, and executed by `node dist/src/main.js` worker processes (APP_ROLE=worker,
+ * RUN_EXECUTOR=noop): run lock + heartbeat → claim transaction → no-op → fenced finalize with its
+ * outbox row. The clock stops at the last run's finished_at. Then Postgres is asked whether any
+ * run was claimed (= executed) more than once.
+ */
+import type { DataSource } from 'typeorm';
+import type { DispatchService } from '../src/runs/dispatch.service';
+import { AppProcess, cpuMs, pool, serviceCpu, sleep, startApp } from './support';
+
+export interface GuardedResult {
+  workers: number;
+  runs: number;
+  seconds: number;
+  runsPerSec: number;
+  dispatchSeconds: number;
+  /** Dispatch calls answered 202; must equal `runs` (the twin call gets a 409). */
+  dispatchAccepted: number;
+  /** Runs not SUCCESS at the end (lost or stuck). */
+  notSucceeded: number;
+  /** Executions beyond the first, summed over runs (claims to RUNNING and attempts above 1). */
+  duplicatesExecuted: number;
+  /** Runs without exactly one outbox row. */
+  outboxMismatches: number;
+  workerPeakRssMb: Array<number | null>;
+  /** CPU ms the worker processes used per run (all of them together); null off Linux. */
+  workerCpuMsPerRun: number | null;
+  /** CPU ms this process (the dispatching producer) used per run. */
+  producerCpuMsPerRun: number;
+  /** CPU ms of the Postgres backends serving the scratch database, per run. */
+  postgresCpuMsPerRun: number | null;
+  /** CPU ms of the whole Redis server per run (shared: other users add to it). */
+  redisCpuMsPerRun: number;
+}
+
+export interface GuardedSetup {
+  ds: DataSource;
+  dispatcher: DispatchService;
+  databaseUrl: string;
+  redisUrl: string;
+  workerEnv: Record<string, string>;
+  producerConcurrency: number;
+  /** Extra node arguments for the worker processes (profiling: `--cpu-prof`). */
+  workerNodeArgs?: string[];
+}
+
+export async function measureGuarded(s: GuardedSetup, runIds: string[], workers: number): Promise<GuardedResult> {
+  const procs: AppProcess[] = [];
+  try {
+    for (const p of await Promise.all(Array.from({ length: workers }, () => startApp(s.workerEnv, s.workerNodeArgs)))) procs.push(p);
+    let accepted = 0;
+    const workerCpu0 = procs.map((p) => cpuMs(p.child.pid));
+    const producerCpu0 = process.cpuUsage();
+    const services = await serviceCpu(s.databaseUrl, s.redisUrl);
+    const t0 = Date.now();
+    // Two dispatches of the same run at once: the producer guard or the conditional
+    // PENDING→QUEUED must turn one of them away, and the run must still execute once.
+    await pool(runIds.length, s.producerConcurrency, async (i) => {
+      const answers = await Promise.allSettled([s.dispatcher.dispatch(runIds[i]), s.dispatcher.dispatch(runIds[i])]);
+      accepted += answers.filter((a) => a.status === 'fulfilled').length;
+    });
+    const dispatchSeconds = (Date.now() - t0) / 1000;
+    const deadline = Date.now() + 120_000;
+    // The phase's runs are the only unfinished ones in the scratch database. A cheap poll, and not
+    // a frequent one: the clock stops at finished_at, not at the poll.
+    for (;;) {
+      const [{ n }] = await s.ds.query(`SELECT count(*)::int AS n FROM runs WHERE status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')`);
+      if (n === 0) break;
+      if (Date.now() > deadline) break; // counted below as not succeeded
+      await sleep(100);
+    }
+    const [{ last }] = await s.ds.query(`SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`, [
+      runIds,
+    ]);
+    const seconds = (Number(last) - t0) / 1000;
+    const producerCpu = process.cpuUsage(producerCpu0);
+    const { postgresMs, redisMs } = await services();
+    const workerCpu = procs.map((p, i) => (workerCpu0[i] === null ? null : cpuMs(p.child.pid)! - workerCpu0[i]!));
+    const workerCpuMsPerRun = workerCpu.includes(null) ? null : workerCpu.reduce((a, b) => a! + b!, 0)! / runIds.length;
+    const workerPeakRssMb = procs.map((p) => p.peakRssMb());
+    const check = await verify(s.ds, runIds);
+    return {
+      workers,
+      runs: runIds.length,
+      seconds,
+      runsPerSec: runIds.length / seconds,
+      dispatchSeconds,
+      dispatchAccepted: accepted,
+      ...check,
+      workerPeakRssMb,
+      workerCpuMsPerRun,
+      producerCpuMsPerRun: (producerCpu.user + producerCpu.system) / 1000 / runIds.length,
+      postgresCpuMsPerRun: postgresMs === null ? null : postgresMs / runIds.length,
+      redisCpuMsPerRun: redisMs / runIds.length,
+    };
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
+  }
+}
+
+async function verify(ds: DataSource, runIds: string[]): Promise<Pick<GuardedResult, 'notSucceeded' | 'duplicatesExecuted' | 'outboxMismatches'>> {
+  const [row] = await ds.query(
+    `WITH r AS (SELECT id, status, attempts FROM runs WHERE id = ANY($1)),
+          claims AS (SELECT run_id, count(*) AS c FROM run_events WHERE run_id = ANY($1) AND to_status = 'RUNNING' GROUP BY run_id),
+          outbox AS (SELECT run_id, count(*) AS c FROM notification_logs WHERE run_id = ANY($1) GROUP BY run_id)
+     SELECT (SELECT count(*) FROM r WHERE status <> 'SUCCESS')::int AS not_succeeded,
+            (SELECT coalesce(sum(greatest(c - 1, 0)), 0) FROM claims)::int AS extra_claims,
+            (SELECT coalesce(sum(greatest(attempts - 1, 0)), 0) FROM r)::int AS extra_attempts,
+            (SELECT count(*) FROM r LEFT JOIN outbox o ON o.run_id = r.id WHERE coalesce(o.c, 0) <> 1)::int AS outbox_mismatches`,
+    [runIds],
+  );
+  return {
+    notSucceeded: row.not_succeeded,
+    duplicatesExecuted: Math.max(row.extra_claims, row.extra_attempts),
+    outboxMismatches: row.outbox_mismatches,
+  };
+}
+
+/** PENDING runs spread round-robin over `projectIds` (not timed: creation is reported apart). */
+export async function createRuns(
+  create: (projectId: string, requirement: string) => Promise<{ id: string }>,
+  projectIds: string[],
+  n: number,
+  concurrency: number,
+): Promise<{ ids: string[]; perSec: number }> {
+  const ids: string[] = new Array(n);
+  const t0 = Date.now();
+  await pool(n, concurrency, async (i) => {
+    ids[i] = (await create(projectIds[i % projectIds.length], `bench run ${i}\nno-op`)).id;
+  });
+  return { ids, perSec: n / ((Date.now() - t0) / 1000) };
+}
