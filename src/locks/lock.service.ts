@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
 
 export interface LockHandle {
@@ -27,43 +27,28 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`;
 
-class LuaScript {
-  readonly sha: string;
-  constructor(readonly lua: string) {
-    this.sha = createHash('sha1').update(lua).digest('hex');
-  }
-}
-
-const SCRIPTS = { acquire: new LuaScript(ACQUIRE), release: new LuaScript(RELEASE), extend: new LuaScript(EXTEND) };
+type LockRedis = Redis & {
+  onceflowAcquire(lock: string, fence: string, owner: string, ttl: number): Promise<number | null>;
+  onceflowRelease(lock: string, owner: string): Promise<number>;
+  onceflowExtend(lock: string, owner: string, ttl: number): Promise<number>;
+};
 
 /**
  * Redis locks with owner-checked release/extend and fencing tokens; each operation is ONE round
- * trip (EVALSHA of a script, EVAL once where Redis does not know it yet). Keys are namespaced by
- * the configured prefix.
+ * trip (EVALSHA of a script loaded once). Keys are namespaced by the configured prefix.
  */
 export class LockService {
-  /** Owners are unique, not secret: a per-process nonce and a counter (no crypto call per lock). */
-  private readonly ownerBase: string;
-  private ownerSeq = 0;
+  private readonly redis: LockRedis;
 
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly prefix: string,
-    ownerPrefix: string,
+    private readonly ownerPrefix: string,
   ) {
-    this.ownerBase = `${ownerPrefix}:${randomBytes(6).toString('hex')}:`;
-  }
-
-  /**
-   * EVALSHA directly rather than ioredis' defineCommand: measurably less client CPU per call on
-   * the run path (docs/benchmarks.md). NOSCRIPT (Redis restarted or flushed its script cache):
-   * EVAL, which caches the script again.
-   */
-  private script<T>(s: LuaScript, keys: string[], args: Array<string | number>): Promise<T> {
-    return this.redis.evalsha(s.sha, keys.length, ...keys, ...args).catch((err: unknown) => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return this.redis.eval(s.lua, keys.length, ...keys, ...args);
-    }) as Promise<T>;
+    redis.defineCommand('onceflowAcquire', { numberOfKeys: 2, lua: ACQUIRE });
+    redis.defineCommand('onceflowRelease', { numberOfKeys: 1, lua: RELEASE });
+    redis.defineCommand('onceflowExtend', { numberOfKeys: 1, lua: EXTEND });
+    this.redis = redis as LockRedis;
   }
 
   lockKey(key: string): string {
@@ -75,20 +60,20 @@ export class LockService {
   }
 
   newOwner(): string {
-    return this.ownerBase + (++this.ownerSeq).toString(36);
+    return `${this.ownerPrefix}:${randomBytes(8).toString('hex')}`;
   }
 
   async acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
-    const token = await this.script<number | null>(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key)], [owner, ttlMs]);
+    const token = await this.redis.onceflowAcquire(this.lockKey(key), this.fenceKey(key), owner, ttlMs);
     return token === null ? null : { key, owner, token: Number(token), ttlMs };
   }
 
   async release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
-    return (await this.script<number>(SCRIPTS.release, [this.lockKey(handle.key)], [handle.owner])) === 1;
+    return (await this.redis.onceflowRelease(this.lockKey(handle.key), handle.owner)) === 1;
   }
 
   async extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
-    return (await this.script<number>(SCRIPTS.extend, [this.lockKey(handle.key)], [handle.owner, ttlMs])) === 1;
+    return (await this.redis.onceflowExtend(this.lockKey(handle.key), handle.owner, ttlMs)) === 1;
   }
 
   /** Remaining TTL of a lock in ms; -2 when nobody holds it. */
@@ -107,6 +92,6 @@ export class LockService {
   }
 
   async leave(key: string, owner: string): Promise<void> {
-    await this.script(SCRIPTS.release, [`${this.prefix}:guard:${key}`], [owner]);
+    await this.redis.onceflowRelease(`${this.prefix}:guard:${key}`, owner);
   }
 }

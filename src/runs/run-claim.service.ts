@@ -4,7 +4,6 @@ import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { RunStatus } from './run-status';
-import { preparedRows } from './pg-round-trips';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 
 export type ClaimResult =
@@ -13,16 +12,12 @@ export type ClaimResult =
   | { kind: 'later'; delayMs: number; reason: string };
 
 const RUNNABLE = [RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-type ClaimProject = { id: string; name: string; workspace_path: string; max_concurrent_runs: number };
 
 /**
  * The claim: one conditional UPDATE that takes a QUEUED/RETRYING run — or a RUNNING one whose
  * holder's lease expired — stores a fencing token newer than any before, counts the attempt and
  * sets the lease. The project row is locked first so that the per-project cap is counted against
- * committed claims (two workers cannot both see a free slot). Lock and claim travel as ONE round
- * trip and one transaction (RunTransitionsRepository.transitionAfter).
+ * committed claims (two workers cannot both see a free slot).
  */
 @Injectable()
 export class RunClaimService {
@@ -33,47 +28,44 @@ export class RunClaimService {
   ) {}
 
   async claim(runId: string, redisToken: number, owner: string, workerId: string): Promise<ClaimResult> {
-    // The id goes into SQL text (one round trip, pg-round-trips.ts): only a well-formed one.
-    if (!UUID.test(runId)) return { kind: 'skip', reason: 'run not found' };
-    const { before, row: run } = await this.transitions.transitionAfter<ClaimProject>(
-      {
-        text: `SELECT p.id, p.name, p.workspace_path, p.max_concurrent_runs
-                 FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p`,
-        values: [runId],
-      },
-      runId,
-      {
-        to: RunStatus.RUNNING,
-        from: RUNNABLE,
-        // Redis may have lost its counters (restart without persistence): Postgres keeps the
-        // token monotonic whatever Redis hands out.
-        set: [
-          'attempts = r.attempts + 1',
-          'fencing_token = GREATEST(r.fencing_token + 1, $7::bigint)',
-          'lease_owner = $8',
-          "lease_expires_at = now() + $9 * interval '1 millisecond'",
-          'started_at = COALESCE(r.started_at, now())',
-        ],
-        // Counted in a snapshot taken after the project lock was granted: claims committed by
-        // whoever held it before us are seen, so two workers cannot both take the last slot.
-        where: `(r.status <> 'RUNNING' OR r.lease_expires_at IS NULL OR r.lease_expires_at < now())
-          AND (SELECT count(*) FROM runs o WHERE o.project_id = r.project_id AND o.status = 'RUNNING'
-                 AND o.id <> r.id AND o.lease_expires_at > now()) < (SELECT max_concurrent_runs FROM projects WHERE id = r.project_id)`,
-        params: [redisToken, owner, this.config.runLockTtlMs],
-        workerId,
-        reason: 'claimed',
-      },
-    );
-    const project = before[0];
-    if (!project) return { kind: 'skip', reason: 'run not found' };
-    if (run) return { kind: 'claimed', run, project };
-    return this.whyNot(runId, project.max_concurrent_runs);
+    return this.ds.transaction(async (em) => {
+      const projects: Array<{ id: string; name: string; workspace_path: string; max_concurrent_runs: number }> = await em.query(
+        `SELECT p.id, p.name, p.workspace_path, p.max_concurrent_runs
+           FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p`,
+        [runId],
+      );
+      const project = projects[0];
+      if (!project) return { kind: 'skip', reason: 'run not found' };
+      const run = await this.transitions.transition(
+        runId,
+        {
+          to: RunStatus.RUNNING,
+          from: RUNNABLE,
+          // Redis may have lost its counters (restart without persistence): Postgres keeps the
+          // token monotonic whatever Redis hands out.
+          set: [
+            'attempts = r.attempts + 1',
+            'fencing_token = GREATEST(r.fencing_token + 1, $7::bigint)',
+            'lease_owner = $8',
+            "lease_expires_at = now() + $9 * interval '1 millisecond'",
+            'started_at = COALESCE(r.started_at, now())',
+          ],
+          where: `(r.status <> 'RUNNING' OR r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+            AND (SELECT count(*) FROM runs o WHERE o.project_id = r.project_id AND o.status = 'RUNNING'
+                   AND o.id <> r.id AND o.lease_expires_at > now()) < $10`,
+          params: [redisToken, owner, this.config.runLockTtlMs, project.max_concurrent_runs],
+          workerId,
+          reason: 'claimed',
+        },
+        em,
+      );
+      if (run) return { kind: 'claimed', run, project };
+      return this.whyNot(em.query.bind(em), runId, project.max_concurrent_runs);
+    });
   }
 
-  /** After a refused claim (the rare path): a separate look, so a moment later than the claim. */
-  private async whyNot(runId: string, cap: number): Promise<ClaimResult> {
-    const rows = await preparedRows<{ status: RunStatus; lease_ms: number | null; running: string }>(
-      this.ds,
+  private async whyNot(query: (sql: string, p: unknown[]) => Promise<any[]>, runId: string, cap: number): Promise<ClaimResult> {
+    const rows: Array<{ status: RunStatus; lease_ms: number | null; running: string }> = await query(
       `SELECT r.status,
               EXTRACT(EPOCH FROM (r.lease_expires_at - now())) * 1000 AS lease_ms,
               (SELECT count(*) FROM runs o WHERE o.project_id = r.project_id AND o.status = 'RUNNING'

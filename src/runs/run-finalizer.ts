@@ -7,7 +7,6 @@ import { isTransientDbError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { NotificationEventType } from '../notifications/notification-log.entity';
 import { OutboxWriter } from '../notifications/outbox.writer';
-import { isLostPreparedStatement } from './pg-round-trips';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 
@@ -55,9 +54,7 @@ export class RunFinalizer {
         if (!result.written) this.metrics.duplicate('fence');
         return result;
       } catch (err) {
-        // A lost prepared statement (pg-round-trips.ts) rolled the transaction back: the retry
-        // runs unprepared.
-        if (!(isTransientDbError(err) || isLostPreparedStatement(err)) || Date.now() > deadline) throw err;
+        if (!isTransientDbError(err) || Date.now() > deadline) throw err;
         ambiguous = true;
         this.logger.warn({ msg: 'finalize failed on a connection error; retrying', runId: req.runId, retryInMs: delay, err: String(err) });
         await new Promise((r) => setTimeout(r, delay));

@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { MetricsService } from '../metrics/metrics.service';
-import { inOneRoundTrip, preparedRows, Statement } from './pg-round-trips';
 import { assertTransitions } from './run-state-machine';
 import { RunStatus } from './run-status';
 
@@ -46,33 +45,6 @@ export interface TransitionSpec {
 const FIXED_PARAMS = 6; // $1 id, $2 from[], $3 to, $4 token, $5 worker, $6 reason
 
 /**
- * The columns a transition returns, listed rather than `r.*`: a prepared statement whose result
- * type changes (a migration adds a column while the process runs) fails with "cached plan must not
- * change result type". Keep in step with RunRow.
- */
-const RUN_COLUMNS = [
-  'id',
-  'project_id',
-  'task_id',
-  'kind',
-  'requirement',
-  'status',
-  'attempts',
-  'fencing_token',
-  'lease_owner',
-  'lease_expires_at',
-  'dispatch_generation',
-  'last_error',
-  'output_tail',
-  'started_at',
-  'finished_at',
-  'created_at',
-  'updated_at',
-]
-  .map((c) => `r.${c}`)
-  .join(', ');
-
-/**
  * Every status change is ONE conditional statement: lock the row only if it is in an allowed
  * status (and holds the fencing token), update it, and insert its run_events row — atomically,
  * never read-modify-write. Zero rows back means the condition did not hold.
@@ -87,44 +59,28 @@ export class RunTransitionsRepository {
   static paramBase = FIXED_PARAMS;
 
   async transition(runId: string, spec: TransitionSpec, em?: EntityManager): Promise<RunRow | null> {
-    const { text, values } = this.statement(runId, spec);
-    return this.counted(spec, (await preparedRows<RunRow>(em ?? this.ds, text, values))[0]);
-  }
-
-  /**
-   * `before` (e.g. a row lock), then the transition, in ONE round trip and one transaction: the
-   * transition sees everything committed before `before`'s lock was granted (pg-round-trips.ts).
-   */
-  async transitionAfter<B>(before: Statement, runId: string, spec: TransitionSpec): Promise<{ before: B[]; row: RunRow | null }> {
-    const [first, second] = await inOneRoundTrip(this.ds, [before, this.statement(runId, spec)]);
-    return { before: first as B[], row: this.counted(spec, (second as RunRow[])[0]) };
-  }
-
-  private counted<R>(spec: TransitionSpec, row: R | undefined): R | null {
-    if (row) this.metrics.runTransitions.inc({ to: spec.to });
-    return row ?? null;
-  }
-
-  private statement(runId: string, spec: TransitionSpec): Statement {
     assertTransitions(spec.from, spec.to);
     const sets = ['status = $3::text', 'updated_at = now()', ...(spec.set ?? [])];
     // $4 is always referenced (typed) so that Postgres can infer it when no token is given.
     const conds = ['r.id = $1', 'r.status = ANY($2::text[])', '($4::bigint IS NULL OR r.fencing_token = $4::bigint)'];
     if (spec.where) conds.push(`(${spec.where})`);
-    const text = `
+    const sql = `
       WITH prev AS (
         SELECT r.id, r.status FROM runs r WHERE ${conds.join(' AND ')} FOR UPDATE
       ), upd AS (
         UPDATE runs r SET ${sets.join(', ')}
         FROM prev WHERE r.id = prev.id AND r.status = ANY($2::text[])
-        RETURNING ${RUN_COLUMNS}, prev.status AS from_status
+        RETURNING r.*, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
         SELECT id, from_status, status, attempts, fencing_token, $5::text, $6::text FROM upd
       )
       SELECT * FROM upd`;
-    const values = [runId, spec.from, spec.to, spec.fencingToken ?? null, spec.workerId ?? null, spec.reason ?? null, ...(spec.params ?? [])];
-    return { text, values };
+    const params = [runId, spec.from, spec.to, spec.fencingToken ?? null, spec.workerId ?? null, spec.reason ?? null, ...(spec.params ?? [])];
+    const rows: RunRow[] = await (em ?? this.ds.manager).query(sql, params);
+    const row = rows[0] ?? null;
+    if (row) this.metrics.runTransitions.inc({ to: spec.to });
+    return row;
   }
 
   /** Records the creation of a run (null → PENDING or QUEUED) in run_events. */

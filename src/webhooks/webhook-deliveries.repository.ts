@@ -59,60 +59,41 @@ export interface DeliveryRow {
  */
 export const STALE_ACCEPTED_MS = 60_000;
 
-/**
- * Lock the stored row of ($1 provider, $2 dedupe key) and count one more duplicate; `staleMs` names
- * the parameter holding STALE_ACCEPTED_MS, `onlyIf` an extra condition.
- */
-const bumpCtes = (staleMs: string, onlyIf = 'true') => `old AS (
-    SELECT id, status, status = 'accepted' AND updated_at < now() - ${staleMs} * interval '1 millisecond' AS stale
-      FROM webhook_deliveries WHERE provider = $1 AND dedupe_key = $2 AND ${onlyIf} FOR UPDATE
-  ), bumped AS (
-    UPDATE webhook_deliveries d
-       SET duplicate_count = d.duplicate_count + 1, last_duplicate_at = now(),
-           updated_at = CASE WHEN old.stale THEN now() ELSE d.updated_at END
-      FROM old WHERE d.id = old.id
-    RETURNING d.id, d.status, old.stale AS take_over
-  )`;
-
 @Injectable()
 export class WebhookDeliveriesRepository {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
   /**
-   * The one statement on the hot path: insert, or — on a conflict on the dedupe key, a retry —
-   * bump the stored row's duplicate counter, in ONE round trip. The row lock makes at most one
-   * concurrent retry see (and so take over) a stale delivery. When the conflicting row was
-   * committed after this statement's snapshot (a retry racing the first attempt), the bump cannot
-   * see it and the answer is empty: the bump is then repeated as a statement of its own, whose new
-   * snapshot sees the row whose commit the insert waited for.
+   * The one insert on the hot path. A conflict on the dedupe key means a retry: the stored row
+   * only gets its duplicate counter bumped. The bump is a separate statement on purpose: it starts
+   * a new snapshot, so it sees the row whose commit the insert waited for.
    */
   async record(d: NewDelivery): Promise<RecordResult> {
-    const rows: Array<{ id: string; status: DeliveryStatus | null; take_over: boolean; inserted: boolean }> = await this.ds.query(
-      `WITH ins AS (
-         INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO NOTHING
-         RETURNING id
-       ), ${bumpCtes('$10', 'NOT EXISTS (SELECT 1 FROM ins)')}
-       SELECT id, NULL::text AS status, false AS take_over, true AS inserted FROM ins
-       UNION ALL
-       SELECT id, status, take_over, false FROM bumped`,
-      [d.provider, d.dedupeKey, d.externalDeliveryId, d.payloadVersion, d.event, d.action, d.workItemId, d.actorId, d.payload, STALE_ACCEPTED_MS],
+    const rows: Array<{ id: string }> = await this.ds.query(
+      `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO NOTHING
+       RETURNING id`,
+      [d.provider, d.dedupeKey, d.externalDeliveryId, d.payloadVersion, d.event, d.action, d.workItemId, d.actorId, d.payload],
     );
-    const row = rows[0] ?? (await this.bump(d));
-    if (row.inserted) return { kind: 'new', id: row.id };
-    return { kind: 'duplicate', id: row.id, status: row.status!, takeOver: row.take_over };
-  }
-
-  /** The bump alone, in a statement (and so a snapshot) of its own. */
-  private async bump(d: NewDelivery): Promise<{ id: string; status: DeliveryStatus | null; take_over: boolean; inserted: boolean }> {
-    const rows: Array<{ id: string; status: DeliveryStatus; take_over: boolean }> = await this.ds.query(
-      `WITH ${bumpCtes('$3')} SELECT id, status, take_over FROM bumped`,
+    if (rows[0]) return { kind: 'new', id: rows[0].id };
+    // The row lock makes at most one concurrent retry see (and so take over) a stale delivery.
+    // TypeORM answers an UPDATE with [rows, affected count].
+    const [bumped]: [Array<{ id: string; status: DeliveryStatus; take_over: boolean }>, number] = await this.ds.query(
+      `WITH old AS (
+         SELECT id, status, status = 'accepted' AND updated_at < now() - $3 * interval '1 millisecond' AS stale
+           FROM webhook_deliveries WHERE provider = $1 AND dedupe_key = $2 FOR UPDATE
+       )
+       UPDATE webhook_deliveries d
+          SET duplicate_count = d.duplicate_count + 1, last_duplicate_at = now(),
+              updated_at = CASE WHEN old.stale THEN now() ELSE d.updated_at END
+         FROM old WHERE d.id = old.id
+       RETURNING d.id, d.status, old.stale AS take_over`,
       [d.provider, d.dedupeKey, STALE_ACCEPTED_MS],
     );
-    const row = rows[0];
+    const row = bumped[0];
     if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor found`);
-    return { ...row, inserted: false };
+    return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.take_over };
   }
 
   /**
