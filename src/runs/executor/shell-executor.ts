@@ -55,6 +55,9 @@ export class ShellExecutor implements RunExecutor {
       stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     });
     const lifeline = child.stdio[3] as Socket | null;
+    // A keep-alive written after the watchdog died (it killed the group) fails with EPIPE or
+    // ECONNRESET. Harmless: the command's exit decides the outcome; unhandled, it would crash the worker.
+    lifeline?.on('error', () => undefined);
     // Each byte on the lifeline is a keep-alive: a worker that stops sending (frozen) loses its command.
     const ping = () => {
       if (lifeline && !lifeline.destroyed) lifeline.write('k');
