@@ -37,6 +37,32 @@ describe('LockService (real Redis)', () => {
     expect(new Set(tokens).size).toBe(5);
   });
 
+  it('keeps one fencing counter per key, under the prefix', async () => {
+    const a = await locks.acquire('fence-a', 5000);
+    const b = await other.acquire('fence-b', 5000);
+    expect([a!.token, b!.token]).toEqual([1, 1]);
+    expect(await redis.get(locks.fenceKey('fence-a'))).toBe('1');
+    expect(locks.fenceKey('fence-a')).not.toBe(locks.fenceKey('fence-b'));
+  });
+
+  it('reloads its scripts after Redis lost them (a restart), and passes other errors on', async () => {
+    await redis.script('FLUSH');
+    const h = await locks.acquire('noscript', 5000);
+    expect(h).not.toBeNull();
+    await redis.script('FLUSH');
+    expect(await locks.extend(h!, 5000)).toBe(true);
+    await redis.script('FLUSH');
+    expect(await locks.release(h!)).toBe(true);
+    await expect(locks.acquire('bad-ttl', 0)).rejects.toThrow(/expire/);
+  });
+
+  it('makes owners unique across instances (processes) and recognisable by their prefix', async () => {
+    const twin = new LockService(redis, uniquePrefix('twin'), 'a');
+    const owners = [locks.newOwner(), locks.newOwner(), twin.newOwner(), twin.newOwner()];
+    expect(new Set(owners).size).toBe(4);
+    for (const o of owners) expect(o.startsWith('a:')).toBe(true);
+  });
+
   it('lets only the owner release or extend', async () => {
     const mine = await locks.acquire('owner', 5000);
     expect(mine).not.toBeNull();
@@ -61,6 +87,18 @@ describe('LockService (real Redis)', () => {
   it('producer guard lets one of many concurrent entrants through', async () => {
     const owners = await Promise.all(Array.from({ length: 20 }, () => locks.enterOnce('guard', 2000)));
     expect(owners.filter(Boolean)).toHaveLength(1);
+  });
+
+  it('producer guards are per key, freed by their owner only, and lapse after their TTL', async () => {
+    const a = await locks.enterOnce('guard-a', 5000);
+    expect(a).not.toBeNull();
+    expect(await other.enterOnce('guard-b', 5000)).not.toBeNull();
+    await locks.leave('guard-a', 'b:not-the-owner');
+    expect(await other.enterOnce('guard-a', 5000)).toBeNull();
+    await locks.leave('guard-a', a!);
+    expect(await other.enterOnce('guard-a', 5000)).not.toBeNull();
+    expect(await locks.enterOnce('guard-short', 100)).not.toBeNull();
+    await waitFor(async () => (await other.enterOnce('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
   });
 });
 
@@ -108,5 +146,146 @@ describe('Heartbeat (real Redis)', () => {
     const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key, { onBeat: async () => false }).start();
     await waitFor(() => hb.signal.aborted, 1000, 'abort after a failed check');
     expect((hb.signal.reason as LockLostError).reason).toBe('check_failed');
+  });
+});
+
+/** The heartbeat's edges: stop, abort, a slightly late beat, Redis erroring or hanging. */
+describe('Heartbeat edges (real Redis)', () => {
+  let redis: Redis;
+  let locks: LockService;
+  beforeAll(() => {
+    redis = new Redis(testRedisUrl());
+    locks = new LockService(redis, uniquePrefix('hb-edge'), 'hb');
+  });
+  afterAll(() => redis.quit());
+
+  const freeze = (ms: number) => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      /* frozen */
+    }
+  };
+
+  it('stop() ends the extends: the lock lapses and nothing is aborted', async () => {
+    const h = (await locks.acquire('stop', 300))!;
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
+    hb.stop();
+    await waitFor(async () => (await locks.remainingMs('stop')) < 0, 2000, 'the lock to lapse');
+    expect(hb.signal.aborted).toBe(false);
+  });
+
+  it('abort(reason) keeps its reason (a later loss does not replace it) and stops the extends', async () => {
+    const h = (await locks.acquire('abort', 300))!;
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
+    const reason = new Error('shutting down');
+    hb.abort(reason);
+    hb.abort(new Error('second'));
+    expect(hb.signal.reason).toBe(reason);
+    await waitFor(async () => (await locks.remainingMs('abort')) < 0, 2000, 'the lock to lapse');
+  });
+
+  it('tolerates a beat a little late, and aborts one more than a third of the TTL late even within the TTL', async () => {
+    const ok = (await locks.acquire('late-ok', 900))!;
+    const tolerant = new Heartbeat(() => locks.extend(ok, ok.ttlMs), ok.ttlMs, ok.key).start();
+    freeze(400); // the 300 ms beat comes 100 ms late: fine
+    await waitFor(async () => (await locks.remainingMs('late-ok')) > 800, 2000, 'the late beat to extend');
+    expect(tolerant.signal.aborted).toBe(false);
+    tolerant.stop();
+
+    const h = (await locks.acquire('late-within', 900))!;
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key).start();
+    freeze(750); // the 300 ms beat comes 450 ms late, still inside the 900 ms validity
+    await waitFor(() => hb.signal.aborted, 1000, 'abort after a beat too late');
+    expect((hb.signal.reason as LockLostError).reason).toBe('extend_late');
+  });
+
+  it('a beat check that throws is reported and tolerated', async () => {
+    const h = (await locks.acquire('check-throws', 300))!;
+    const errors: unknown[] = [];
+    const hb = new Heartbeat(() => locks.extend(h, h.ttlMs), h.ttlMs, h.key, {
+      onBeat: () => Promise.reject(new Error('db blip')),
+      onError: (e) => errors.push(e),
+    }).start();
+    await waitFor(() => errors.length >= 3, 2000, 'three failed checks');
+    expect(hb.signal.aborted).toBe(false);
+    expect(await locks.remainingMs('check-throws')).toBeGreaterThan(0);
+    hb.stop();
+  });
+
+  it('beats every third of the TTL, no faster, and reports nothing while all is well', async () => {
+    let extends_ = 0;
+    const errors: unknown[] = [];
+    const startedAt = Date.now();
+    const hb = new Heartbeat(async () => (++extends_, true), 300, 'pace', { onError: (e) => errors.push(e) }).start();
+    await waitFor(() => extends_ >= 4, 2000, 'four beats');
+    hb.stop();
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(380);
+    expect(errors).toEqual([]);
+    expect(hb.signal.aborted).toBe(false);
+  });
+
+  it('a slow extend that answers within the validity keeps the lease', async () => {
+    let extends_ = 0;
+    const slow = () => new Promise<boolean>((r) => setTimeout(() => r(++extends_ > 0), 40));
+    const hb = new Heartbeat(slow, 300, 'slow').start();
+    await waitFor(() => extends_ >= 5, 3000, 'five slow extends');
+    expect(hb.signal.aborted).toBe(false);
+    hb.stop();
+  });
+
+  it('a stop() during an extend in flight ends the beats, whatever the extend answers', async () => {
+    let calls = 0;
+    let answer!: (ok: boolean) => void;
+    const hb = new Heartbeat(() => new Promise<boolean>((r) => ((answer = r), calls++)), 300, 'in-flight').start();
+    await waitFor(() => calls === 1, 2000, 'the first extend');
+    hb.stop();
+    answer(true);
+    // A second heartbeat of the same TTL as the clock: three of its beats, none of the stopped one.
+    let witness = 0;
+    const clock = new Heartbeat(async () => (++witness, true), 300, 'clock').start();
+    await waitFor(() => witness >= 3, 2000, 'three beats of the witness');
+    clock.stop();
+    expect(calls).toBe(1);
+    expect(hb.signal.aborted).toBe(false);
+  });
+
+  it('extend errors are reported and tolerated until the lease’s validity runs out', async () => {
+    const startedAt = Date.now();
+    const errors: unknown[] = [];
+    const hb = new Heartbeat(() => Promise.reject(new Error('redis down')), 600, 'errors', { onError: (e) => errors.push(e) }).start();
+    await waitFor(() => hb.signal.aborted, 3000, 'abort once the lease may have lapsed');
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(550);
+    expect(errors.length).toBeGreaterThanOrEqual(1);
+    expect((hb.signal.reason as LockLostError).reason).toBe('extend_late');
+  });
+
+  it('without an onError, failing extends and checks are still tolerated (no unhandled rejection)', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let beats = 0;
+      const failing = new Heartbeat(() => Promise.reject(new Error('redis down')), 300, 'no-handler').start();
+      const checking = new Heartbeat(async () => (++beats, true), 300, 'no-handler-check', {
+        onBeat: () => Promise.reject(new Error('db blip')),
+      }).start();
+      await waitFor(() => failing.signal.aborted && beats >= 3, 3000, 'the failing lease to lapse and three checked beats');
+      checking.stop();
+      expect(checking.signal.aborted).toBe(false);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('an extend that hangs is cut off at the lease’s validity (extend_error)', async () => {
+    const startedAt = Date.now();
+    const errors: unknown[] = [];
+    const hb = new Heartbeat(() => new Promise<boolean>(() => undefined), 400, 'hangs', { onError: (e) => errors.push(e) }).start();
+    await waitFor(() => hb.signal.aborted, 3000, 'abort when the hanging extend times out');
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(350);
+    expect((hb.signal.reason as LockLostError).reason).toBe('extend_error');
+    expect((hb.signal.reason as LockLostError).key).toBe('hangs');
+    expect(String(errors[0])).toMatch(/timed out/);
   });
 });

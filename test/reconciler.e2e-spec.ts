@@ -1,6 +1,19 @@
 import Redis from 'ioredis';
 import { join } from 'node:path';
-import { auth, closeDb, count, createProject, createRun, db, executions, startApp, startProcess, TestApp, waitFor, waitForStatus } from './support/app';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  db,
+  executions,
+  startApp,
+  startProcess,
+  TestApp,
+  waitFor,
+  waitForStatus,
+} from './support/app';
 import { tempDir, testEnv, testRedisUrl, uniquePrefix } from './support/env';
 
 /** Wipes every Redis key of the app (its queue, locks and fence counters), as a restart without persistence would. */

@@ -18,7 +18,9 @@ describe('start-up', () => {
     const port = await freePort();
     const res = await start({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/x`, REDIS_URL: testRedisUrl() });
     expect(res.status).toBe(1);
-    expect(res.stderr).toBe(`onceflow: cannot reach PostgreSQL at 127.0.0.1:${port} (ECONNREFUSED); start it with: docker compose up -d postgres redis`);
+    expect(res.stderr).toBe(
+      `onceflow: cannot reach PostgreSQL at 127.0.0.1:${port} (ECONNREFUSED); start it with: docker compose up -d postgres redis`,
+    );
   });
 
   it('names Redis, its address and how to start it', async () => {

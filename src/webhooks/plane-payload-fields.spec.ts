@@ -27,7 +27,7 @@ const v2 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
   ...over,
 });
 const rejects = (body: unknown, message: RegExp) =>
-  expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400, message: expect.stringMatching(message) }));
+  expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400, code: 'Bad Request', message: expect.stringMatching(message) }));
 
 describe('Plane payload: what is refused, and why', () => {
   it.each([
@@ -156,7 +156,7 @@ describe('Plane payload: title, url and metadata', () => {
 describe('descriptionText', () => {
   it('turns block ends into line breaks, drops tags, decodes entities (&amp; last) and squeezes blank lines', () => {
     const html =
-      '<h2>Title</h2><p>a&nbsp;&lt;b&gt; &quot;c&quot; &#39;d&#39; &amp;lt;</p><ul><li>x</li><li>y</li></ul><div>z</div>one<br>two<br/>three<BR />four<p></p><p></p><p>end</p>';
+      '<h2>Title</h2><p>a&nbsp;&lt;b&gt; &quot;c&quot; &#39;d&#39; &amp;lt;</p><ul><li>x</li><li>y</li></ul><div>z</div>one<br>two<br/>three<BR />four<p></p><p></p><p></p><p>end</p>';
     expect(descriptionText({ description_html: html })).toBe('Title\na <b> "c" \'d\' &lt;\nx\ny\nz\none\ntwo\nthree\nfour\n\nend');
     expect(descriptionText({ description_stripped: 'None', description_html: '<p>html</p>' })).toBe('html');
   });
@@ -175,7 +175,7 @@ describe('descriptionText', () => {
         { type: 'heading', content: [t('H')] },
         { type: 'blockquote', content: [t('q')] },
         { type: 'codeBlock', content: [t('c')] },
-        { type: 'bulletList', content: [{ type: 'listItem', content: [t('i'), { type: 'hardBreak' }, 'junk', t('j')] }] },
+        { type: 'bulletList', content: [{ type: 'listItem', content: [t('i'), { type: 'hardBreak' }, 'junk', null, t('j')] }] },
         { type: 'paragraph', content: [t('a'), { type: 'mention', content: [t('@b')] }] },
       ],
     };

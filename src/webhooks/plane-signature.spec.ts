@@ -13,6 +13,12 @@ describe('verifyPlaneSignature', () => {
     expect(verifyPlaneSignature(body, good.toUpperCase(), [SECRET])).toBe(true);
   });
 
+  it('rejects the right digest with anything after it (hex decoding would stop there and compare equal)', () => {
+    expect(verifyPlaneSignature(body, `${good}0`, [SECRET])).toBe(false);
+    expect(verifyPlaneSignature(body, `${good}zz`, [SECRET])).toBe(false);
+    expect(verifyPlaneSignature(body, ` ${good}`, [SECRET])).toBe(false);
+  });
+
   it('rejects a signature over re-serialised JSON (Node writes no spaces, no \\u escapes)', () => {
     const reserialised = Buffer.from(JSON.stringify(JSON.parse(body.toString())));
     expect(reserialised.equals(body)).toBe(false);

@@ -10,6 +10,8 @@ const FLAG = 'ONCEFLOW_STRYKER_FAILED';
 
 class StrykerBailEnvironment extends TestEnvironment {
   async handleTestEvent(event) {
+    // Only while a mutant is active: the initial (dry) run must run everything to measure coverage.
+    if (!process.env.__STRYKER_ACTIVE_MUTANT__) return;
     if (event.name === 'test_done' && event.test.errors.length > 0) process.env[FLAG] = '1';
     if (event.name === 'hook_failure') process.env[FLAG] = '1';
     if (process.env[FLAG] !== '1') return;

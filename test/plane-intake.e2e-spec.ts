@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { PlaneIntakeService, PlaneRequest } from '../src/webhooks/plane-intake.service';
+import { closeDb, db, startApp, TestApp } from './support/app';
+import { tempDir, testEnv } from './support/env';
+import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';
+
+/** PlaneIntakeService.receive/replay called directly: the request shapes HTTP never sends. */
+describe('PlaneIntakeService', () => {
+  const countFile = join(tempDir('intake-svc'), 'executions.log');
+  let t: TestApp;
+  let intake: PlaneIntakeService;
+
+  beforeAll(async () => {
+    t = await startApp(testEnv('intake-svc', countFile, { APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET }));
+    intake = t.app.get(PlaneIntakeService);
+  });
+  afterAll(async () => {
+    await t.close();
+    await closeDb();
+  });
+
+  const request = (body: string, over: Partial<PlaneRequest> = {}): PlaneRequest => ({
+    rawBody: Buffer.from(body),
+    body: JSON.parse(body),
+    signature: sign(body),
+    deliveryHeader: undefined,
+    ...over,
+  });
+  const failure = (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: unknown) => e as { status: number; message: string },
+    );
+  const stored = async (id: string) => (await db().query('SELECT * FROM webhook_deliveries WHERE id = $1', [id])).rows[0];
+
+  it('refuses a missing or empty raw body (400) before anything else', async () => {
+    const body = v1Body(newWorkItem(), 'created');
+    expect(await failure(intake.receive(request(body, { rawBody: undefined })))).toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/JSON/),
+    });
+    expect(await failure(intake.receive(request(body, { rawBody: Buffer.alloc(0), signature: sign('') })))).toMatchObject({ status: 400 });
+  });
+
+  it('keeps the sender’s delivery id for the record: the first of several, at most 200 characters', async () => {
+    const one = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: 'd-1' }));
+    expect((await stored(one.body.deliveryId)).external_delivery_id).toBe('d-1');
+    const many = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: ['d-first', 'd-second'] }));
+    expect((await stored(many.body.deliveryId)).external_delivery_id).toBe('d-first');
+    const long = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: 'x'.repeat(300) }));
+    expect((await stored(long.body.deliveryId)).external_delivery_id).toBe('x'.repeat(200));
+    const none = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: '' }));
+    expect((await stored(none.body.deliveryId)).external_delivery_id).toBeNull();
+  });
+
+  it('records what it parsed, and answers accepted, duplicate (with the reason) or ignored (with the reason)', async () => {
+    const item = newWorkItem();
+    const created = await intake.receive(request(v1Body(item, 'created')));
+    expect(created).toEqual({ httpStatus: 202, body: { status: 'accepted', deliveryId: expect.any(String) } });
+    expect(await stored(created.body.deliveryId)).toMatchObject({
+      provider: 'plane',
+      payload_version: 'v1',
+      event: 'issue',
+      action: 'created',
+      work_item_id: item.id,
+      status: 'processed',
+    });
+    const update = await intake.receive(request(v1Body(item, 'updated', { field: 'name' })));
+    expect(update).toEqual({ httpStatus: 200, body: { status: 'duplicate', deliveryId: expect.any(String), reason: 'task_exists' } });
+    const retry = await intake.receive(request(v1Body(item, 'created')));
+    expect(retry).toEqual({ httpStatus: 200, body: { status: 'duplicate', deliveryId: created.body.deliveryId } });
+    const ignored = await intake.receive(request(v1Body(newWorkItem(), 'restored')));
+    expect(ignored).toEqual({ httpStatus: 202, body: { status: 'ignored', deliveryId: expect.any(String), reason: 'action_not_handled' } });
+  });
+
+  it('replays only Plane deliveries that exist', async () => {
+    await expect(intake.replay(randomUUID())).rejects.toMatchObject({ status: 404 });
+    const { rows } = await db().query(
+      `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, payload) VALUES ('github', $1, 'v1', 'push', '{}') RETURNING id`,
+      [randomUUID()],
+    );
+    expect(await failure(intake.replay(rows[0].id))).toMatchObject({ status: 422, message: 'no replay for provider github' });
+  });
+});

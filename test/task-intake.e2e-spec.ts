@@ -1,0 +1,131 @@
+import { getQueueToken } from '@nestjs/bull';
+import type { Queue } from 'bull';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { RUNS_QUEUE } from '../src/queues/queue-names';
+import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
+import { closeDb, db, startApp, TestApp } from './support/app';
+import { tempDir, testEnv } from './support/env';
+
+/** TaskIntakeService called directly (API role: runs stay QUEUED, their jobs stay in the queue). */
+describe('TaskIntakeService', () => {
+  const countFile = join(tempDir('intake'), 'executions.log');
+  let t: TestApp;
+  let intake: TaskIntakeService;
+
+  beforeAll(async () => {
+    t = await startApp(testEnv('intake', countFile, { APP_ROLE: 'api' }));
+    intake = t.app.get(TaskIntakeService);
+  });
+  afterAll(async () => {
+    await t.close();
+    await closeDb();
+  });
+
+  const item = (over: Partial<ExternalWorkItem> = {}): ExternalWorkItem => ({
+    provider: 'plane',
+    externalId: randomUUID(),
+    project: { externalId: randomUUID(), name: 'Intake test', maxConcurrentRuns: 2 },
+    title: 'First title',
+    url: 'https://plane.example/i/1',
+    metadata: { updatedAt: '2026-11-02T09:00:00Z', n: 1 },
+    requirement: 'First title\n\nDo it',
+    ...over,
+  });
+  const task = async (id: string) => (await db().query('SELECT * FROM tasks WHERE id = $1', [id])).rows[0];
+  const run = async (id: string) => (await db().query('SELECT * FROM runs WHERE id = $1', [id])).rows[0];
+  const taskDirs = (projectId: string) => {
+    const dir = join(t.config.workspaceRoot, projectId, 'tasks');
+    return existsSync(dir) ? readdirSync(dir) : [];
+  };
+  const allTaskDirs = () => (existsSync(t.config.workspaceRoot) ? readdirSync(t.config.workspaceRoot).flatMap(taskDirs).sort() : []);
+
+  it('creates the task, its workspace and its QUEUED authoring run, and enqueues the run', async () => {
+    const it1 = item();
+    const seen: unknown[] = [];
+    const result = await intake.open(it1, async (_em, created) => void seen.push(created));
+    expect(result).toMatchObject({ outcome: 'created', taskId: expect.any(String), runId: expect.any(String) });
+    const created = result as { taskId: string; runId: string; projectId: string };
+    expect(seen).toEqual([{ taskId: created.taskId, runId: created.runId }]);
+    expect(await task(created.taskId)).toMatchObject({
+      project_id: created.projectId,
+      external_provider: 'plane',
+      external_id: it1.externalId,
+      title: 'First title',
+      url: it1.url,
+      status: 'open',
+      metadata: it1.metadata,
+    });
+    expect(await run(created.runId)).toMatchObject({
+      task_id: created.taskId,
+      kind: 'authoring',
+      status: 'QUEUED',
+      requirement: it1.requirement,
+      project_id: created.projectId,
+    });
+    expect(taskDirs(created.projectId)).toEqual([created.taskId]);
+    const queue = t.app.get<Queue>(getQueueToken(RUNS_QUEUE));
+    const jobs = await queue.getJobs(['waiting', 'delayed']);
+    expect(jobs.filter((j) => j.data.runId === created.runId)).toHaveLength(1);
+  });
+
+  it('rolls back everything, workspace included, when the caller’s extra work fails', async () => {
+    const it1 = item();
+    const before = allTaskDirs();
+    await expect(intake.open(it1, () => Promise.reject(new Error('marking failed')))).rejects.toThrow('marking failed');
+    expect((await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n).toBe(0);
+    const { rows } = await db().query('SELECT id FROM projects WHERE external_id = $1', [it1.project.externalId]);
+    expect(rows).toHaveLength(0);
+    expect(allTaskDirs()).toEqual(before);
+  });
+
+  it('a known item is "exists"; only a newer updatedAt refreshes title, url and metadata', async () => {
+    const first = item();
+    const created = (await intake.open(first)) as { taskId: string; runId: string };
+    const older = await intake.open({ ...first, title: 'Older', metadata: { updatedAt: '2026-11-01T00:00:00Z' } });
+    expect(older).toEqual({ outcome: 'exists', taskId: created.taskId, runId: created.runId });
+    expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
+    await intake.open({ ...first, title: 'No date', metadata: { updatedAt: null } });
+    expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
+    await intake.open({ ...first, title: 'Newer', url: null, metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 } });
+    expect(await task(created.taskId)).toMatchObject({ title: 'Newer', url: first.url, metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 } });
+    await intake.open({ ...first, title: 'Newer url', url: 'https://plane.example/i/2', metadata: { updatedAt: '2026-11-04T00:00:00Z' } });
+    expect(await task(created.taskId)).toMatchObject({ title: 'Newer url', url: 'https://plane.example/i/2' });
+  });
+
+  it('close(): cancels the task and its unstarted run; a cancelled task is never refreshed', async () => {
+    const it1 = item();
+    const created = (await intake.open(it1)) as { taskId: string; runId: string };
+    const closed = await intake.close('plane', it1.externalId, 'work item deleted in Plane');
+    expect(closed).toEqual({ outcome: 'closed', taskId: created.taskId, runId: created.runId, runCancelled: true });
+    expect(await task(created.taskId)).toMatchObject({ status: 'cancelled' });
+    const r = await run(created.runId);
+    expect(r).toMatchObject({ status: 'CANCELLED' });
+    expect(r.finished_at).not.toBeNull();
+    const { rows } = await db().query('SELECT reason FROM run_events WHERE run_id = $1 AND to_status = $2', [created.runId, 'CANCELLED']);
+    expect(rows).toEqual([{ reason: 'work item deleted in Plane' }]);
+    expect(await intake.close('plane', it1.externalId, 'again')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    await intake.open({ ...it1, title: 'After close', metadata: { updatedAt: '2027-01-01T00:00:00Z' } });
+    expect(await task(created.taskId)).toMatchObject({ title: 'First title', status: 'cancelled' });
+  });
+
+  it('close(): a started run is left alone; an unknown item is not_found', async () => {
+    const it1 = item();
+    const created = (await intake.open(it1)) as { taskId: string; runId: string };
+    await db().query(`UPDATE runs SET status = 'RUNNING', attempts = 1 WHERE id = $1`, [created.runId]);
+    expect(await intake.close('plane', it1.externalId, 'deleted')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    expect(await run(created.runId)).toMatchObject({ status: 'RUNNING' });
+    expect(await intake.close('plane', randomUUID(), 'deleted')).toEqual({ outcome: 'not_found' });
+    expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ outcome: 'not_found' });
+  });
+
+  it('ten concurrent opens of one item: one created, nine exists, one workspace', async () => {
+    const it1 = item();
+    const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1)));
+    const created = results.filter((r) => r.outcome === 'created') as Array<{ taskId: string; runId: string; projectId: string }>;
+    expect(created).toHaveLength(1);
+    for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
+    expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+  });
+});
