@@ -1,5 +1,3 @@
-import { DataSource, EntityManager } from 'typeorm';
-
 /** Connection-level failures worth retrying (the statement never committed or we cannot know). */
 const TRANSIENT_PG_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '08004', '40001', '40P01']);
 
@@ -25,10 +23,6 @@ export function pgErrorCode(err: unknown): string | undefined {
 export function pgConstraint(err: unknown): string | undefined {
   const e = err as { constraint?: string; driverError?: { constraint?: string } };
   return e?.driverError?.constraint ?? e?.constraint;
-}
-
-export function tx<T>(ds: DataSource, work: (em: EntityManager) => Promise<T>): Promise<T> {
-  return ds.transaction(work);
 }
 
 interface Queryable {

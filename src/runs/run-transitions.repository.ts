@@ -42,7 +42,7 @@ export interface TransitionSpec {
   reason?: string | null;
 }
 
-const FIXED_PARAMS = 6; // $1 id, $2 from[], $3 to, $4 token, $5 worker, $6 reason
+// Fixed parameters: $1 id, $2 from[], $3 to, $4 token, $5 worker, $6 reason
 
 /**
  * Every status change is ONE conditional statement: lock the row only if it is in an allowed
@@ -55,8 +55,6 @@ export class RunTransitionsRepository {
     @InjectDataSource() private readonly ds: DataSource,
     private readonly metrics: MetricsService,
   ) {}
-
-  static paramBase = FIXED_PARAMS;
 
   async transition(runId: string, spec: TransitionSpec, em?: EntityManager): Promise<RunRow | null> {
     assertTransitions(spec.from, spec.to);
