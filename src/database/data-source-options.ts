@@ -1,6 +1,7 @@
 import { DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../migrations';
 import { ENTITIES } from './entities';
+import { GuardedPgClient } from './guarded-pg-client';
 
 export function dataSourceOptions(databaseUrl: string, poolSize = 20): DataSourceOptions {
   return {
@@ -13,6 +14,12 @@ export function dataSourceOptions(databaseUrl: string, poolSize = 20): DataSourc
     synchronize: false,
     migrationsRun: false,
     uuidExtension: 'pgcrypto',
-    extra: { max: poolSize, connectionTimeoutMillis: 5000, application_name: 'onceflow' },
+    extra: {
+      max: poolSize,
+      connectionTimeoutMillis: 5000,
+      application_name: 'onceflow',
+      // pg-pool builds its clients from this class: see GuardedPgClient for the crash it prevents.
+      Client: GuardedPgClient,
+    },
   };
 }

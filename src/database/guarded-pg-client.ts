@@ -1,0 +1,27 @@
+import { Logger } from '@nestjs/common';
+import { Client, ClientConfig } from 'pg';
+
+const log = new Logger('Postgres');
+
+/**
+ * A pg Client that always has an 'error' listener.
+ *
+ * pg-pool removes its idle listener the moment it hands a client out, and TypeORM adds its own
+ * only in a promise continuation. When the server's FATAL (e.g. 57P01 from pg_terminate_backend,
+ * a failover, an idle-session timeout) arrives in the same TCP chunk as the ReadyForQuery that
+ * completed the hand-out, the client emits 'error' in between with no listener, and Node turns
+ * that into an uncaught exception: the whole worker dies. Found by test/finalize-db-drop; proved
+ * deterministically by test/pg-client-guard.e2e-spec.ts.
+ *
+ * The listener does not need to act: the client is already marked unusable, the pool or TypeORM
+ * discards it on release, and the next statement on it fails with a connection error that our
+ * callers treat as transient (isTransientDbError) and retry on a fresh connection.
+ */
+export class GuardedPgClient extends Client {
+  constructor(config?: string | ClientConfig) {
+    super(config);
+    this.on('error', (err: Error & { code?: string }) => {
+      log.debug(`connection lost (${err.code ?? err.message}); it will be discarded`);
+    });
+  }
+}
