@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
 
 export interface LockHandle {
@@ -27,28 +27,44 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`;
 
-type LockRedis = Redis & {
-  onceflowAcquire(lock: string, fence: string, owner: string, ttl: number): Promise<number | null>;
-  onceflowRelease(lock: string, owner: string): Promise<number>;
-  onceflowExtend(lock: string, owner: string, ttl: number): Promise<number>;
-};
+class Script {
+  readonly sha: string;
+  constructor(
+    readonly lua: string,
+    readonly keys: number,
+  ) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+  }
+}
+const SCRIPTS = { acquire: new Script(ACQUIRE, 2), release: new Script(RELEASE, 1), extend: new Script(EXTEND, 1) };
 
 /**
  * Redis locks with owner-checked release/extend and fencing tokens; each operation is ONE round
- * trip (EVALSHA of a script loaded once). Keys are namespaced by the configured prefix.
+ * trip (EVALSHA; EVAL once after a Redis restart lost the script cache). Keys are namespaced by
+ * the configured prefix.
  */
 export class LockService {
-  private readonly redis: LockRedis;
+  /** Owners are unique, not secret: a random per-process nonce plus a counter (no crypto per lock). */
+  private readonly nonce = randomBytes(6).toString('hex');
+  private seq = 0;
 
   constructor(
-    redis: Redis,
+    private readonly redis: Redis,
     private readonly prefix: string,
     private readonly ownerPrefix: string,
-  ) {
-    redis.defineCommand('onceflowAcquire', { numberOfKeys: 2, lua: ACQUIRE });
-    redis.defineCommand('onceflowRelease', { numberOfKeys: 1, lua: RELEASE });
-    redis.defineCommand('onceflowExtend', { numberOfKeys: 1, lua: EXTEND });
-    this.redis = redis as LockRedis;
+  ) {}
+
+  /**
+   * Runs a script by its hash; on NOSCRIPT (a restarted or flushed Redis) sends the body, which
+   * also caches it again. ioredis' defineCommand does the same but costs more per call.
+   */
+  private async run<T>(script: Script, args: Array<string | number>): Promise<T> {
+    try {
+      return (await this.redis.evalsha(script.sha, script.keys, ...args)) as T;
+    } catch (err) {
+      if (!String((err as Error)?.message).startsWith('NOSCRIPT')) throw err;
+      return (await this.redis.eval(script.lua, script.keys, ...args)) as T;
+    }
   }
 
   lockKey(key: string): string {
@@ -60,20 +76,20 @@ export class LockService {
   }
 
   newOwner(): string {
-    return `${this.ownerPrefix}:${randomBytes(8).toString('hex')}`;
+    return `${this.ownerPrefix}:${this.nonce}:${(this.seq++).toString(36)}`;
   }
 
   async acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
-    const token = await this.redis.onceflowAcquire(this.lockKey(key), this.fenceKey(key), owner, ttlMs);
+    const token = await this.run<number | null>(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key), owner, ttlMs]);
     return token === null ? null : { key, owner, token: Number(token), ttlMs };
   }
 
   async release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
-    return (await this.redis.onceflowRelease(this.lockKey(handle.key), handle.owner)) === 1;
+    return (await this.run<number>(SCRIPTS.release, [this.lockKey(handle.key), handle.owner])) === 1;
   }
 
   async extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
-    return (await this.redis.onceflowExtend(this.lockKey(handle.key), handle.owner, ttlMs)) === 1;
+    return (await this.run<number>(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs])) === 1;
   }
 
   /** Remaining TTL of a lock in ms; -2 when nobody holds it. */
@@ -92,6 +108,6 @@ export class LockService {
   }
 
   async leave(key: string, owner: string): Promise<void> {
-    await this.redis.onceflowRelease(`${this.prefix}:guard:${key}`, owner);
+    await this.run<number>(SCRIPTS.release, [`${this.prefix}:guard:${key}`, owner]);
   }
 }
