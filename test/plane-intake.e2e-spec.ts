@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { PlaneIntakeService, PlaneRequest } from '../src/webhooks/plane-intake.service';
+import { NewDelivery, WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';
@@ -81,5 +82,47 @@ describe('PlaneIntakeService', () => {
       [randomUUID()],
     );
     expect(await failure(intake.replay(rows[0].id))).toMatchObject({ status: 422, message: 'no replay for provider github' });
+  });
+
+  describe('WebhookDeliveriesRepository.record: one statement, insert or bump', () => {
+    const delivery = (): NewDelivery => ({
+      provider: 'plane',
+      dedupeKey: `test:${randomUUID()}`,
+      externalDeliveryId: null,
+      payloadVersion: 'v1',
+      event: 'issue',
+      action: 'created',
+      workItemId: randomUUID(),
+      actorId: null,
+      payload: { n: 1 },
+    });
+
+    it('twelve concurrent records of one key: one new, eleven duplicates counted, nothing taken over', async () => {
+      const repo = t.app.get(WebhookDeliveriesRepository);
+      const d = delivery();
+      const results = await Promise.all(Array.from({ length: 12 }, () => repo.record(d)));
+      const fresh = results.filter((r) => r.kind === 'new');
+      expect(fresh).toHaveLength(1);
+      for (const r of results) expect(r.id).toBe(fresh[0].id);
+      expect(results.filter((r) => r.kind === 'duplicate' && !r.takeOver)).toHaveLength(11);
+      expect(await stored(fresh[0].id)).toMatchObject({ duplicate_count: 11, status: 'accepted', payload: { n: 1 } });
+    });
+
+    it('a stale accepted delivery is taken over by exactly one of several concurrent retries', async () => {
+      const repo = t.app.get(WebhookDeliveriesRepository);
+      const d = delivery();
+      const first = await repo.record(d);
+      await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [first.id]);
+      // record() only records: nobody processes in between, so every retry sees the row stale.
+      const retries = await Promise.all(Array.from({ length: 6 }, () => repo.record(d)));
+      expect(retries.filter((r) => r.kind === 'duplicate' && r.takeOver)).toHaveLength(1);
+      const row = await stored(first.id);
+      expect(row.duplicate_count).toBe(6);
+      expect(Date.now() - new Date(row.updated_at).getTime()).toBeLessThan(30_000);
+      // Neither a processed delivery nor a freshly touched accepted one is ever taken over.
+      expect(await repo.record(d)).toMatchObject({ kind: 'duplicate', takeOver: false });
+      await db().query(`UPDATE webhook_deliveries SET status = 'processed', updated_at = now() - interval '10 minutes' WHERE id = $1`, [first.id]);
+      expect(await repo.record(d)).toMatchObject({ kind: 'duplicate', status: 'processed', takeOver: false });
+    });
   });
 });

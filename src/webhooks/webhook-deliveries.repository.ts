@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { preparedRows } from '../database/pg-statements';
+import { queryRows } from '../database/transaction';
 import { DeliveryStatus, UQ_WEBHOOK_DELIVERIES_DEDUPE } from './webhook-delivery.entity';
 
 export interface NewDelivery {
@@ -59,41 +61,59 @@ export interface DeliveryRow {
  */
 export const STALE_ACCEPTED_MS = 60_000;
 
+/** $1–$9 the delivery, $10 STALE_ACCEPTED_MS. `stale`: accepted, untouched for that long (see takeOver). */
+const RECORD_DELIVERY = `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO UPDATE
+     SET duplicate_count = webhook_deliveries.duplicate_count + 1, last_duplicate_at = now()
+  RETURNING id, status, duplicate_count = 0 AS inserted,
+            status = 'accepted' AND updated_at < now() - $10 * interval '1 millisecond' AS stale`;
+
 @Injectable()
 export class WebhookDeliveriesRepository {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
   /**
-   * The one insert on the hot path. A conflict on the dedupe key means a retry: the stored row
-   * only gets its duplicate counter bumped. The bump is a separate statement on purpose: it starts
-   * a new snapshot, so it sees the row whose commit the insert waited for.
+   * The one statement on the hot path: insert, or — on a conflict on the dedupe key, a retry —
+   * bump the stored row's duplicate counter, in ONE round trip. `ON CONFLICT DO UPDATE` (not a
+   * DO NOTHING followed by a second statement) because under READ COMMITTED it locks and updates
+   * the latest committed row even when that row was committed after this statement's snapshot (a
+   * retry racing the first attempt): it always ends in exactly one of insert or bump, never in
+   * neither. `duplicate_count = 0` in the answer means this statement inserted the row. A named
+   * (prepared) statement: Postgres plans it once per connection.
    */
   async record(d: NewDelivery): Promise<RecordResult> {
-    const rows: Array<{ id: string }> = await this.ds.query(
-      `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-       ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO NOTHING
-       RETURNING id`,
-      [d.provider, d.dedupeKey, d.externalDeliveryId, d.payloadVersion, d.event, d.action, d.workItemId, d.actorId, d.payload],
+    const [row] = await preparedRows<{ id: string; status: DeliveryStatus; inserted: boolean; stale: boolean }>(this.ds, RECORD_DELIVERY, [
+      d.provider,
+      d.dedupeKey,
+      d.externalDeliveryId,
+      d.payloadVersion,
+      d.event,
+      d.action,
+      d.workItemId,
+      d.actorId,
+      d.payload,
+      STALE_ACCEPTED_MS,
+    ]);
+    if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor bumped`);
+    if (row.inserted) return { kind: 'new', id: row.id };
+    return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.stale && (await this.takeOver(row.id)) };
+  }
+
+  /**
+   * Claims a stale `accepted` delivery for this retry. Rare (its first processing died), so a
+   * statement of its own: concurrent retries all saw it stale, but the row lock and the re-checked
+   * condition let exactly one of them move `updated_at` and so take it over.
+   */
+  private async takeOver(id: string): Promise<boolean> {
+    const rows = await queryRows<{ id: string }>(
+      this.ds,
+      `UPDATE webhook_deliveries SET updated_at = now()
+        WHERE id = $1 AND status = 'accepted' AND updated_at < now() - $2 * interval '1 millisecond'
+        RETURNING id`,
+      [id, STALE_ACCEPTED_MS],
     );
-    if (rows[0]) return { kind: 'new', id: rows[0].id };
-    // The row lock makes at most one concurrent retry see (and so take over) a stale delivery.
-    // TypeORM answers an UPDATE with [rows, affected count].
-    const [bumped]: [Array<{ id: string; status: DeliveryStatus; take_over: boolean }>, number] = await this.ds.query(
-      `WITH old AS (
-         SELECT id, status, status = 'accepted' AND updated_at < now() - $3 * interval '1 millisecond' AS stale
-           FROM webhook_deliveries WHERE provider = $1 AND dedupe_key = $2 FOR UPDATE
-       )
-       UPDATE webhook_deliveries d
-          SET duplicate_count = d.duplicate_count + 1, last_duplicate_at = now(),
-              updated_at = CASE WHEN old.stale THEN now() ELSE d.updated_at END
-         FROM old WHERE d.id = old.id
-       RETURNING d.id, d.status, old.stale AS take_over`,
-      [d.provider, d.dedupeKey, STALE_ACCEPTED_MS],
-    );
-    const row = bumped[0];
-    if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor found`);
-    return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.take_over };
+    return rows.length > 0;
   }
 
   /**
