@@ -120,12 +120,36 @@ describe('TaskIntakeService', () => {
     expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ outcome: 'not_found' });
   });
 
-  it('ten concurrent opens of one item: one created, nine exists, one workspace', async () => {
+  it.each([false, true])('ten concurrent opens of one item (probablyNew %s): one created, nine exists, one workspace', async (probablyNew) => {
     const it1 = item();
-    const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1)));
+    const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1, undefined, probablyNew)));
     const created = results.filter((r) => r.outcome === 'created') as Array<{ taskId: string; runId: string; projectId: string }>;
     expect(created).toHaveLength(1);
     for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
     expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+  });
+
+  it('probablyNew on a known item (no cheap read first): still "exists", refreshed, no second run or workspace', async () => {
+    const it1 = item();
+    const first = (await intake.open(it1)) as { taskId: string; runId: string; projectId: string };
+    const again = await intake.open({ ...it1, title: 'Newer title', metadata: { updatedAt: '2026-11-02T10:00:00Z' } }, undefined, true);
+    expect(again).toEqual({ outcome: 'exists', taskId: first.taskId, runId: first.runId });
+    expect(await task(first.taskId)).toMatchObject({ title: 'Newer title' });
+    expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [first.taskId])).rows[0].n).toBe(1);
+    expect(taskDirs(first.projectId)).toEqual([first.taskId]);
+  });
+
+  it('eight items of a project seen for the first time, concurrently: one project, eight tasks, runs and workspaces', async () => {
+    // The project insert of all but one waits for the winner's commit, which its statement's
+    // snapshot cannot see: they must read the project in a statement of their own.
+    const project = { externalId: randomUUID(), name: `First sight ${randomUUID()}`, maxConcurrentRuns: 2 };
+    const results = await Promise.all(Array.from({ length: 8 }, () => intake.open(item({ project }), undefined, true)));
+    expect(results.map((r) => r.outcome)).toEqual(Array(8).fill('created'));
+    const { rows } = await db().query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
+    expect(rows).toHaveLength(1);
+    const created = results as Array<{ taskId: string; runId: string; projectId: string }>;
+    for (const r of created) expect(r.projectId).toBe(rows[0].id);
+    expect(taskDirs(rows[0].id)).toEqual(created.map((r) => r.taskId).sort());
+    expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [rows[0].id])).rows[0].n).toBe(8);
   });
 });

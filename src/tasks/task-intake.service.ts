@@ -10,7 +10,7 @@ import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
 import { RunTransitionsRepository } from '../runs/run-transitions.repository';
 import { RunsService } from '../runs/runs.service';
-import { ExternalProjectRef, ensureExternalProject } from './external-projects';
+import { EXTERNAL_PROJECT_INSERT, ExternalProjectRef, ensureExternalProject, externalProjectParams } from './external-projects';
 import { TaskStatus, UX_TASKS_EXTERNAL_REF } from './task.entity';
 
 /** An external work item as the intake needs it, whatever the provider. */
@@ -42,7 +42,8 @@ const ENQUEUE_BUDGET_MS = 2000;
  * One task, one authoring run, one workspace per external work item, however often and however
  * concurrently it is announced. Cheap read first (a known item costs one SELECT); otherwise one
  * transaction whose `INSERT … ON CONFLICT DO NOTHING RETURNING` decides the single winner, and
- * only the winner provisions the workspace and creates the run.
+ * only the winner provisions the workspace and creates the run. Round trips of a new item: BEGIN,
+ * project + task (one statement), run + its event (runs' own two), the caller's extra work, COMMIT.
  */
 @Injectable()
 export class TaskIntakeService {
@@ -55,36 +56,34 @@ export class TaskIntakeService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  async open(item: ExternalWorkItem, within?: WithinCreate): Promise<OpenResult> {
-    const known = await this.find(this.ds.manager, item.provider, item.externalId);
-    if (known) {
-      await this.refresh(known.taskId, item);
-      return { outcome: 'exists', ...known };
+  /**
+   * `probablyNew` (e.g. a `created` event) skips the cheap read: the insert decides anyway, and for
+   * an item seen for the first time the read is a wasted round trip.
+   */
+  async open(item: ExternalWorkItem, within?: WithinCreate, probablyNew = false): Promise<OpenResult> {
+    if (!probablyNew) {
+      const known = await this.find(this.ds.manager, item.provider, item.externalId);
+      if (known) {
+        await this.refresh(known.taskId, item);
+        return { outcome: 'exists', ...known };
+      }
     }
     let workspace: string | null = null;
     try {
       const created = await this.ds.transaction(async (em) => {
-        const project = await ensureExternalProject(em, this.config.workspaceRoot, { provider: item.provider, ...item.project });
-        const rows: Array<{ id: string }> = await em.query(
-          `INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
-           VALUES ($1, $2, $3, $4, $5, $6)
-           ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
-           RETURNING id`,
-          [project.id, item.provider, item.externalId, item.url, item.title, item.metadata],
-        );
-        const taskId = rows[0]?.id;
+        const { projectId, taskId } = await this.insertTask(em, item);
         if (!taskId) return null; // a concurrent intake committed it first: it owns workspace and run
-        workspace = join(this.config.workspaceRoot, project.id, 'tasks', taskId);
+        workspace = join(this.config.workspaceRoot, projectId, 'tasks', taskId);
         await mkdir(workspace, { recursive: true });
         const run = await this.runs.createInTx(em, {
-          projectId: project.id,
+          projectId,
           taskId,
           requirement: item.requirement,
           kind: RunKind.AUTHORING,
           dispatch: true,
         });
         await within?.(em, { taskId, runId: run.id });
-        return { run, taskId, projectId: project.id };
+        return { run, taskId, projectId };
       });
       if (!created) return await this.existing(item);
       await this.enqueue(created.run);
@@ -95,6 +94,39 @@ export class TaskIntakeService {
       if (pgErrorCode(err) === '23505' && BUSINESS_KEYS.has(pgConstraint(err) ?? '')) return this.existing(item);
       throw err;
     }
+  }
+
+  /**
+   * The project (created on first sight) and the task, in one statement; `taskId` null when the
+   * item already has its task. If the project was committed by a concurrent intake after this
+   * statement's snapshot, the statement cannot see it: then the project is read by a statement of
+   * its own (a new snapshot) and the task inserted by another.
+   */
+  private async insertTask(em: EntityManager, item: ExternalWorkItem): Promise<{ projectId: string; taskId: string | null }> {
+    const ref = { provider: item.provider, ...item.project };
+    const task = [item.externalId, item.url, item.title, item.metadata];
+    const rows: Array<{ project_id: string | null; task_id: string | null }> = await em.query(
+      `WITH new_project AS (${EXTERNAL_PROJECT_INSERT}),
+       project AS ((SELECT id FROM new_project) UNION ALL (SELECT id FROM projects WHERE external_provider = $5 AND external_id = $6) LIMIT 1),
+       task AS (
+         INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
+         SELECT project.id, $5, $7, $8, $9, $10 FROM project
+         ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
+         RETURNING id
+       )
+       SELECT (SELECT id FROM project) AS project_id, (SELECT id FROM task) AS task_id`,
+      [...externalProjectParams(this.config.workspaceRoot, ref), ...task],
+    );
+    if (rows[0]?.project_id) return { projectId: rows[0].project_id, taskId: rows[0].task_id };
+    const project = await ensureExternalProject(em, this.config.workspaceRoot, ref);
+    const inserted: Array<{ id: string }> = await em.query(
+      `INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
+       RETURNING id`,
+      [project.id, item.provider, ...task],
+    );
+    return { projectId: project.id, taskId: inserted[0]?.id ?? null };
   }
 
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */

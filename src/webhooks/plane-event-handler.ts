@@ -74,6 +74,8 @@ export class PlaneEventHandler {
       },
       // Marked in the task's own transaction: a crash cannot leave a task whose delivery looks unprocessed.
       (em, created) => this.deliveries.finish(deliveryId, processed(created.taskId, created.runId), em),
+      // Plane sends `created` once per item: its task almost never exists yet.
+      e.action?.startsWith('create') ?? false,
     );
     if (result.outcome === 'created') return processed(result.taskId, result.runId);
     this.metrics.duplicate('business_key');
