@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { Client } from 'pg';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
-import { dropDatabase, dropRedisPrefix, pct, startApp, withDatabase } from './support';
+import { cpuMs, dropDatabase, dropRedisPrefix, load, pct, serviceCpu, startApp, withDatabase } from './support';
 
 export const INTAKE_CONCURRENCY = 64;
 const DURATION_MS = 10_000;
@@ -52,6 +52,14 @@ export interface IntakeResult {
   clientErrors: number;
   distinctBodies: number;
   stored: { tasks: number; runs: number; deliveries: number; duplicatesCounted: number };
+  /**
+   * CPU per delivery of the loaded phase (warm-up included, as are its deliveries): the API
+   * process, the Postgres backends of its database, and the Redis server (all its users). On a
+   * shared machine this is steadier than deliveries/s.
+   */
+  cpuPerDeliveryMs: { api: number | null; postgres: number | null; redis: number };
+  /** Load average (1, 5, 15 min) when the loaded phase ended. */
+  loadAverage: string;
   /** Set when the database does not hold exactly one task, run and delivery per distinct body. */
   mismatch: string | null;
   serverPeakRssMb: number | null;
@@ -131,8 +139,9 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
   let errors = 0;
 
   /** `concurrency` loops, each sending one delivery after another; samples after the warm-up. */
-  async function phase(concurrency: number, warmupMs: number, durationMs: number): Promise<{ samples: Sample[]; seconds: number }> {
+  async function phase(concurrency: number, warmupMs: number, durationMs: number): Promise<{ samples: Sample[]; seconds: number; answered: number }> {
     const samples: Sample[] = [];
+    let answered = 0;
     const measureFrom = Date.now() + warmupMs;
     const stopAt = measureFrom + durationMs;
     const loop = async (): Promise<void> => {
@@ -148,6 +157,7 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         const t0 = process.hrtime.bigint();
         try {
           const status = await post(agent, server.port, delivery.body, delivery.signature);
+          answered++;
           if (Date.now() >= measureFrom) samples.push({ kind: retry ? 'retry' : 'new', status, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
         } catch {
           errors++;
@@ -155,13 +165,20 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
       }
     };
     await Promise.all(Array.from({ length: concurrency }, loop));
-    return { samples, seconds: (Date.now() - measureFrom) / 1000 };
+    return { samples, seconds: (Date.now() - measureFrom) / 1000, answered };
   }
 
   try {
     // Unloaded first (what one delivery costs), then the load the issue asks about.
     const single = await phase(1, 500, SINGLE_MS);
-    const { samples, seconds } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
+    const redisUrl = env.REDIS_URL ?? configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' }).redisUrl;
+    const services = await serviceCpu(env.DATABASE_URL, redisUrl);
+    const api0 = cpuMs(server.child.pid);
+    const { samples, seconds, answered } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
+    const api1 = cpuMs(server.child.pid);
+    const loadAverage = load();
+    const used = await services();
+    const per = (ms: number | null) => (ms === null ? null : ms / answered);
     const serverPeakRssMb = server.peakRssMb();
     const httpCeilingPerSec = await ceiling(agent, server.port);
     const pg = new Client({ connectionString: env.DATABASE_URL });
@@ -194,6 +211,12 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
       mismatch: ok ? null : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
       serverPeakRssMb,
       httpCeilingPerSec,
+      cpuPerDeliveryMs: {
+        api: per(api0 === null || api1 === null ? null : api1 - api0),
+        postgres: per(used.postgresMs),
+        redis: used.redisMs / answered,
+      },
+      loadAverage,
     };
   } finally {
     agent.destroy();
@@ -202,6 +225,7 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
 }
 
 export function formatIntake(r: IntakeResult): string {
+  const ms = (v: number | null) => (v === null ? '?' : `${v.toFixed(3)} ms`);
   const line = (label: string, l: Latency) =>
     `${label.padEnd(8)} n=${String(l.n).padStart(6)}  p50=${l.p50Ms.toFixed(2)} ms  p99=${l.p99Ms.toFixed(2)} ms  max=${l.maxMs.toFixed(2)} ms`;
   return [
@@ -214,6 +238,7 @@ export function formatIntake(r: IntakeResult): string {
     line('  new', r.unloaded.new),
     line('  retry', r.unloaded.retry),
     `database: ${r.stored.tasks} tasks, ${r.stored.runs} runs, ${r.stored.deliveries} deliveries (${r.distinctBodies} distinct bodies sent), ${r.stored.duplicatesCounted} duplicates counted`,
+    `CPU per delivery (loaded phase): API ${ms(r.cpuPerDeliveryMs.api)}, Postgres backends ${ms(r.cpuPerDeliveryMs.postgres)}, Redis server ${ms(r.cpuPerDeliveryMs.redis)}; load average ${r.loadAverage}`,
     `API process peak RSS: ${r.serverPeakRssMb ?? '?'} MB; HTTP ceiling (GET /health/live, same concurrency): ${r.httpCeilingPerSec.toFixed(0)}/s`,
   ].join('\n');
 }
