@@ -1,6 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { auth, closeDb, count, createProject, createRun, executions, isAlive, startApp, TestApp, waitForStatus } from './support/app';
+import { ExecutionRequest } from '../src/runs/executor/executor';
+import { ShellExecutor } from '../src/runs/executor/shell-executor';
+import { auth, closeDb, count, createProject, createRun, executions, isAlive, startApp, TestApp, waitFor, waitForStatus } from './support/app';
 import { FAKE_ORCHESTRATOR, tempDir, testEnv } from './support/env';
 
 /** What a run executes: env-only data, output tail, timeout, and the per-project cap. */
@@ -79,5 +81,59 @@ describe('executor', () => {
       .sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (let i = 1; i < spans.length; i++) expect(spans[i][0] >= spans[i - 1][1]).toBe(true);
     for (const r of runs) expect((await t.http.get(`/api/runs/${r.id}`).set(auth)).body.attempts).toBe(1);
+  });
+});
+
+/** ShellExecutor on its own: how an attempt's end is classified when an abort races it. */
+describe('ShellExecutor and aborts', () => {
+  const dir = tempDir('exec-abort');
+  const request = (runId: string): ExecutionRequest => ({
+    runId,
+    attempt: 1,
+    fencingToken: '1',
+    requirement: '',
+    projectId: 'p',
+    projectName: 'p',
+    projectWorkspace: dir,
+    taskId: null,
+    workspace: dir,
+    idempotencyKey: `k-${runId}`,
+    timeoutMs: 20_000,
+  });
+  const markers = (name: string) => ({ started: join(dir, `${name}.started`), finished: join(dir, `${name}.finished`) });
+  const busyWait = (ms: number) => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      /* the event loop is blocked, as on a loaded worker */
+    }
+  };
+
+  it('a command that finished on its own counts as finished, even when the lease was lost before its exit reached us', async () => {
+    const m = markers('raced');
+    const executor = new ShellExecutor(`touch '${m.started}'; sleep 0.3; echo done > '${m.finished}'`, process.env);
+    const abort = new AbortController();
+    const pending = executor.execute(request('raced'), abort.signal);
+    await waitFor(() => existsSync(m.started), 10_000, 'the command to start');
+    // Blocked until the command has written its effect and exited: its exit event now waits
+    // behind the abort below, as when a heartbeat fails on a starved worker.
+    busyWait(100);
+    for (let i = 0; i < 100 && !existsSync(m.finished); i++) busyWait(50);
+    busyWait(200);
+    abort.abort(new Error('lease lost'));
+    const result = await pending;
+    expect(readFileSync(m.finished, 'utf8')).toBe('done\n');
+    // "aborted" here would give the finished run to another attempt: its effect twice.
+    expect(result).toMatchObject({ outcome: 'success', exitCode: 0, signal: null });
+  });
+
+  it('a command the abort killed is aborted', async () => {
+    const m = markers('killed');
+    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env);
+    const abort = new AbortController();
+    const pending = executor.execute(request('killed'), abort.signal);
+    await waitFor(() => existsSync(m.started), 10_000, 'the command to start');
+    abort.abort(new Error('lease lost'));
+    expect(await pending).toMatchObject({ outcome: 'aborted', exitCode: null, signal: 'SIGKILL' });
+    expect(existsSync(m.finished)).toBe(false);
   });
 });

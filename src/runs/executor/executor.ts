@@ -42,12 +42,18 @@ export interface RunExecutor {
 export const RUN_EXECUTOR = Symbol('RUN_EXECUTOR');
 
 export function classifyExit(exitCode: number | null, signal: string | null, timedOut: boolean, aborted: boolean): ExecutionOutcome {
-  if (aborted) return 'aborted';
-  if (timedOut) return 'transient';
+  // An exit status means the command ended on its own — even if its lease was lost or its timeout
+  // fired meanwhile (under load the exit can reach us after the abort). Its work is done: report
+  // what it said, and let the fenced finalize decide whether the outcome is still ours to record.
+  // Calling it "aborted" would hand a finished run to another attempt: the effect twice (chaos
+  // "slack", seed 72132249).
   if (exitCode === 0) return 'success';
   if (exitCode === EXIT_TRANSIENT) return 'transient';
+  if (exitCode !== null) return 'failed';
+  if (aborted) return 'aborted'; // killed by us because the lease was lost, cancelled or shutting down
+  if (timedOut) return 'transient';
   // SIGKILL we did not send: the watchdog (no keep-alive from a stalled worker) or the OOM killer.
   // Neither says the work is impossible: another attempt may succeed.
   if (signal === 'SIGKILL') return 'transient';
-  return 'failed'; // any other exit code, a signal, or a command that could not start
+  return 'failed'; // another signal, or a command that could not start
 }

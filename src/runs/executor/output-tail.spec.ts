@@ -23,7 +23,13 @@ describe('classifyExit', () => {
     [1, null, false, false, 'failed'],
     [null, 'SIGSEGV', false, false, 'failed'],
     [null, 'SIGKILL', false, false, 'transient'],
-    [0, null, false, true, 'aborted'],
+    [null, 'SIGKILL', false, true, 'aborted'],
+    [null, null, false, true, 'aborted'],
+    // Ended on its own while the abort (or the timeout) was under way: its own outcome counts.
+    [0, null, false, true, 'success'],
+    [0, null, true, false, 'success'],
+    [75, null, false, true, 'transient'],
+    [3, null, false, true, 'failed'],
   ] as const)('exit %s signal %s timedOut %s aborted %s -> %s', (code, sig, timedOut, aborted, outcome) => {
     expect(classifyExit(code, sig, timedOut, aborted)).toBe(outcome);
   });
