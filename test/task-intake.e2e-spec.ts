@@ -92,6 +92,14 @@ describe('TaskIntakeService', () => {
     expect(await task(created.taskId)).toMatchObject({ title: 'Newer', url: first.url, metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 } });
     await intake.open({ ...first, title: 'Newer url', url: 'https://plane.example/i/2', metadata: { updatedAt: '2026-11-04T00:00:00Z' } });
     expect(await task(created.taskId)).toMatchObject({ title: 'Newer url', url: 'https://plane.example/i/2' });
+
+    // A task stored without a date: an undated event still refreshes nothing, a dated one does.
+    const undated = item({ metadata: { updatedAt: null } });
+    const made = (await intake.open(undated)) as { taskId: string };
+    await intake.open({ ...undated, title: 'Undated again' });
+    expect(await task(made.taskId)).toMatchObject({ title: 'First title' });
+    await intake.open({ ...undated, title: 'Dated', metadata: { updatedAt: '2026-11-03T00:00:00Z' } });
+    expect(await task(made.taskId)).toMatchObject({ title: 'Dated' });
   });
 
   it('close(): cancels the task and its unstarted run; a cancelled task is never refreshed', async () => {

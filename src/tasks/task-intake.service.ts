@@ -62,11 +62,8 @@ export class TaskIntakeService {
    */
   async open(item: ExternalWorkItem, within?: WithinCreate, probablyNew = false): Promise<OpenResult> {
     if (!probablyNew) {
-      const known = await this.find(this.ds.manager, item.provider, item.externalId);
-      if (known) {
-        await this.refresh(known.taskId, item);
-        return { outcome: 'exists', ...known };
-      }
+      const known = await this.findAndRefresh(item);
+      if (known) return { outcome: 'exists', ...known };
     }
     let workspace: string | null = null;
     try {
@@ -160,33 +157,29 @@ export class TaskIntakeService {
 
   /** Lost the race to a concurrent intake: read its committed task (and let our event refresh it). */
   private async existing(item: ExternalWorkItem): Promise<OpenResult> {
-    const known = await this.find(this.ds.manager, item.provider, item.externalId);
+    const known = await this.findAndRefresh(item);
     if (!known) throw new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
-    await this.refresh(known.taskId, item);
     return { outcome: 'exists', ...known };
   }
 
-  private async find(em: EntityManager, provider: string, externalId: string): Promise<{ taskId: string; runId: string | null } | null> {
-    const rows: Array<{ id: string; run_id: string | null }> = await em.query(
-      `SELECT t.id, r.id AS run_id FROM tasks t LEFT JOIN runs r ON r.task_id = t.id AND r.kind = $3
-        WHERE t.external_provider = $1 AND t.external_id = $2`,
-      [provider, externalId, RunKind.AUTHORING],
+  /**
+   * The item's task and authoring run, if it has them, and in the same statement (one round trip)
+   * the refresh: title and metadata follow the newest event. Deliveries arrive out of order and
+   * carry the item as it was when the sender's job ran, so an older `updatedAt` never overwrites
+   * a newer one, and an event without one refreshes nothing.
+   */
+  private async findAndRefresh(item: ExternalWorkItem): Promise<{ taskId: string; runId: string | null } | null> {
+    const rows: Array<{ id: string; run_id: string | null }> = await this.ds.query(
+      `WITH task AS (SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2),
+       refreshed AS (
+         UPDATE tasks SET title = $4, url = COALESCE($5, url), metadata = $6, updated_at = now()
+          WHERE id = (SELECT id FROM task) AND status = $8 AND $7::timestamptz IS NOT NULL
+            AND (metadata->>'updatedAt' IS NULL OR (metadata->>'updatedAt')::timestamptz < $7::timestamptz)
+       )
+       SELECT task.id, r.id AS run_id FROM task LEFT JOIN runs r ON r.task_id = task.id AND r.kind = $3`,
+      [item.provider, item.externalId, RunKind.AUTHORING, item.title, item.url, item.metadata, item.metadata.updatedAt || null, TaskStatus.OPEN],
     );
     return rows[0] ? { taskId: rows[0].id, runId: rows[0].run_id } : null;
-  }
-
-  /**
-   * Title and metadata follow the newest event. Deliveries arrive out of order and carry the item
-   * as it was when the sender's job ran, so an older `updatedAt` never overwrites a newer one.
-   */
-  private async refresh(taskId: string, item: ExternalWorkItem): Promise<void> {
-    if (!item.metadata.updatedAt) return;
-    await this.ds.query(
-      `UPDATE tasks SET title = $2, url = COALESCE($3, url), metadata = $4, updated_at = now()
-        WHERE id = $1 AND status = $6
-          AND (metadata->>'updatedAt' IS NULL OR (metadata->>'updatedAt')::timestamptz < $5::timestamptz)`,
-      [taskId, item.title, item.url, item.metadata, item.metadata.updatedAt, TaskStatus.OPEN],
-    );
   }
 
   private async enqueue(run: Parameters<RunsService['enqueueAfterCommit']>[0]): Promise<void> {
