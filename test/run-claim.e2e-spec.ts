@@ -120,6 +120,18 @@ describe('RunClaimService.claim', () => {
     expect(await runRow(id)).toMatchObject({ status, attempts: 0 });
   });
 
+  // The project row is locked by the first statement of the claim's round trip; the claim itself
+  // takes its snapshot after that lock was granted, so it counts the claims committed before it.
+  it.each([1, 2, 3])('concurrent claims never exceed a cap of %i', async (cap) => {
+    for (let round = 0; round < 6; round++) {
+      const project = await insertProject(cap);
+      const ids = await Promise.all(Array.from({ length: 10 }, () => insertRun(project.id, { status: 'QUEUED' })));
+      const results = await Promise.all(ids.map((id, i) => claims.claim(id, 1, `race-${cap}-${round}-${i}`, 'w')));
+      expect(results.filter((r) => r.kind === 'claimed')).toHaveLength(cap);
+      expect(results.filter((r) => r.kind === 'later')).toHaveLength(10 - cap);
+    }
+  });
+
   it('does not count expired leases, other projects, or a cap not yet reached', async () => {
     const full = await insertProject(1);
     await insertRun(full.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'dead', leaseMs: -1000 });

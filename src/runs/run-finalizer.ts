@@ -63,40 +63,36 @@ export class RunFinalizer {
     }
   }
 
+  /**
+   * ONE statement (autocommit, prepared): the fenced transition, its run_events row and, for a
+   * terminal outcome, the outbox row — all or nothing, in one round trip.
+   */
   private async writeOnce(req: FinalizeRequest): Promise<FinalizeResult> {
     const terminal = req.to !== RunStatus.RETRYING;
-    return this.ds.transaction(async (em) => {
-      const row = await this.transitions.transition(
-        req.runId,
-        {
-          to: req.to,
-          from: [RunStatus.RUNNING],
-          fencingToken: req.token,
-          set: [
-            'output_tail = $7',
-            'last_error = $8',
-            'lease_owner = NULL',
-            'lease_expires_at = NULL',
-            terminal ? 'finished_at = now()' : 'finished_at = NULL',
-          ],
-          params: [req.outputTail, req.lastError],
-          reason: req.reason,
-          workerId: req.workerId,
-        },
-        em,
-      );
-      if (!row) return { written: false as const };
-      let notificationId: string | null = null;
-      if (terminal) {
-        const eventType: NotificationEventType = req.to === RunStatus.SUCCESS ? 'run.succeeded' : 'run.failed';
-        notificationId = await this.outbox.add(em, {
-          runId: req.runId,
-          eventType,
-          text: renderText(req.runId, req.projectName, req.to, req.requirement),
-        });
-      }
-      return { written: true as const, row, notificationId };
+    const eventType: NotificationEventType = req.to === RunStatus.SUCCESS ? 'run.succeeded' : 'run.failed';
+    const message = terminal ? { eventType, text: renderText(req.runId, req.projectName, req.to, req.requirement) } : null;
+    const row = await this.transitions.transition<RunRow & { notification_id?: string | null }>(req.runId, {
+      to: req.to,
+      from: [RunStatus.RUNNING],
+      fencingToken: req.token,
+      set: [
+        'output_tail = $7',
+        'last_error = $8',
+        'lease_owner = NULL',
+        'lease_expires_at = NULL',
+        terminal ? 'finished_at = now()' : 'finished_at = NULL',
+      ],
+      params: [req.outputTail, req.lastError],
+      with: message ? (firstParam) => this.outbox.cte(message, 'upd', firstParam) : undefined,
+      output: message ? { columns: ', (SELECT id FROM outbox) AS notification_id' } : undefined,
+      reason: req.reason,
+      workerId: req.workerId,
     });
+    if (!row) return { written: false };
+    const notificationId = row.notification_id ?? null;
+    if (message) this.outbox.written(notificationId);
+    delete row.notification_id;
+    return { written: true, row, notificationId };
   }
 
   /** RUNNING → RETRYING without counting the interrupted attempt (a graceful shutdown). */

@@ -16,7 +16,7 @@ import { OutboxWriter } from '../notifications/outbox.writer';
 import { DispatchService } from './dispatch.service';
 import { renderText } from './run-finalizer';
 import { RunStatus } from './run-status';
-import { RunTransitionsRepository } from './run-transitions.repository';
+import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 
 export const REAP_TASK = 'runs.reap-stuck';
 export const RECONCILE_TASK = 'runs.reconcile-queue';
@@ -65,34 +65,25 @@ export class RunReconciler implements OnModuleInit {
       if ((await this.locks.remainingMs(runLockKey(run.id))) > 0) continue; // a holder is alive
       const spent = run.attempts >= this.config.runMaxAttempts;
       // A FAILED run is announced like any other: the outbox row commits with the transition.
-      const row = await this.ds.transaction(async (em) => {
-        const moved = await this.transitions.transition(
-          run.id,
-          {
-            to: spent ? RunStatus.FAILED : RunStatus.RETRYING,
-            from: [RunStatus.RUNNING],
-            fencingToken: run.fencing_token,
-            where: 'r.lease_expires_at < now()',
-            set: [
-              'lease_owner = NULL',
-              'lease_expires_at = NULL',
-              "last_error = 'worker lost (lease expired)'",
-              spent ? 'finished_at = now()' : 'dispatch_generation = r.dispatch_generation + 1',
-            ],
-            reason: spent ? 'reaper: worker lost and attempts spent' : 'reaper: worker lost, re-enqueued',
-            workerId: this.workerId,
-          },
-          em,
-        );
-        if (moved && spent) {
-          await this.outbox.add(em, {
-            runId: run.id,
-            eventType: 'run.failed',
-            text: renderText(run.id, run.project_name, RunStatus.FAILED, run.requirement),
-          });
-        }
-        return moved;
+      const failedMessage = { eventType: 'run.failed' as const, text: renderText(run.id, run.project_name, RunStatus.FAILED, run.requirement) };
+      const row = await this.transitions.transition<RunRow & { notification_id?: string | null }>(run.id, {
+        to: spent ? RunStatus.FAILED : RunStatus.RETRYING,
+        from: [RunStatus.RUNNING],
+        fencingToken: run.fencing_token,
+        where: 'r.lease_expires_at < now()',
+        set: [
+          'lease_owner = NULL',
+          'lease_expires_at = NULL',
+          "last_error = 'worker lost (lease expired)'",
+          spent ? 'finished_at = now()' : 'dispatch_generation = r.dispatch_generation + 1',
+        ],
+        // A FAILED run is announced like any other: the outbox row is part of the transition's statement.
+        with: spent ? (firstParam) => this.outbox.cte(failedMessage, 'upd', firstParam) : undefined,
+        output: spent ? { columns: ', (SELECT id FROM outbox) AS notification_id' } : undefined,
+        reason: spent ? 'reaper: worker lost and attempts spent' : 'reaper: worker lost, re-enqueued',
+        workerId: this.workerId,
       });
+      if (row && spent) this.outbox.written(row.notification_id ?? null);
       if (!row) continue;
       if (spent) failed++;
       else {

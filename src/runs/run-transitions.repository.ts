@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { preparedRows } from '../database/pg-statements';
 import { MetricsService } from '../metrics/metrics.service';
 import { assertTransitions } from './run-state-machine';
 import { RunStatus } from './run-status';
@@ -40,6 +41,18 @@ export interface TransitionSpec {
   params?: unknown[];
   workerId?: string | null;
   reason?: string | null;
+  /**
+   * Further CTEs of the same statement over `upd` (the updated row, present only when the
+   * transition happened), e.g. the outbox row; their parameters are numbered from `firstParam`.
+   */
+  with?: (firstParam: number) => { sql: string; params: unknown[] };
+  /** Extra output columns (`, (SELECT id FROM outbox) AS notification_id`) and joins to `upd`. */
+  output?: { columns: string; join?: string };
+}
+
+export interface Statement {
+  text: string;
+  values: unknown[];
 }
 
 // Fixed parameters: $1 id, $2 from[], $3 to, $4 token, $5 worker, $6 reason
@@ -56,13 +69,32 @@ export class RunTransitionsRepository {
     private readonly metrics: MetricsService,
   ) {}
 
-  async transition(runId: string, spec: TransitionSpec, em?: EntityManager): Promise<RunRow | null> {
+  /**
+   * Runs the transition: inside the caller's transaction when `em` is given, otherwise as one
+   * autocommitted, prepared statement straight on the pool (the hot path: dispatch, finalize).
+   */
+  async transition<R extends RunRow = RunRow>(runId: string, spec: TransitionSpec, em?: EntityManager): Promise<R | null> {
+    const { text, values } = this.statement(runId, spec);
+    const rows: R[] = em ? await em.query(text, values) : await preparedRows<R>(this.ds, text, values);
+    return this.counted(spec, rows[0] ?? null);
+  }
+
+  /** Counts a transition the caller ran itself (see statement()). */
+  counted<R>(spec: TransitionSpec, row: R | null): R | null {
+    if (row) this.metrics.runTransitions.inc({ to: spec.to });
+    return row;
+  }
+
+  /** The transition's statement, for callers that send it together with others (the claim). */
+  statement(runId: string, spec: TransitionSpec): Statement {
     assertTransitions(spec.from, spec.to);
     const sets = ['status = $3::text', 'updated_at = now()', ...(spec.set ?? [])];
     // $4 is always referenced (typed) so that Postgres can infer it when no token is given.
     const conds = ['r.id = $1', 'r.status = ANY($2::text[])', '($4::bigint IS NULL OR r.fencing_token = $4::bigint)'];
     if (spec.where) conds.push(`(${spec.where})`);
-    const sql = `
+    const values = [runId, spec.from, spec.to, spec.fencingToken ?? null, spec.workerId ?? null, spec.reason ?? null, ...(spec.params ?? [])];
+    const more = spec.with?.(values.length + 1);
+    const text = `
       WITH prev AS (
         SELECT r.id, r.status FROM runs r WHERE ${conds.join(' AND ')} FOR UPDATE
       ), upd AS (
@@ -72,13 +104,9 @@ export class RunTransitionsRepository {
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
         SELECT id, from_status, status, attempts, fencing_token, $5::text, $6::text FROM upd
-      )
-      SELECT * FROM upd`;
-    const params = [runId, spec.from, spec.to, spec.fencingToken ?? null, spec.workerId ?? null, spec.reason ?? null, ...(spec.params ?? [])];
-    const rows: RunRow[] = await (em ?? this.ds.manager).query(sql, params);
-    const row = rows[0] ?? null;
-    if (row) this.metrics.runTransitions.inc({ to: spec.to });
-    return row;
+      )${more ? `, ${more.sql}` : ''}
+      SELECT upd.*${spec.output?.columns ?? ''} FROM upd ${spec.output?.join ?? ''}`;
+    return { text, values: more ? [...values, ...more.params] : values };
   }
 
   /** Records the creation of a run (null → PENDING or QUEUED) in run_events. */

@@ -1,0 +1,93 @@
+import { DataSource } from 'typeorm';
+import { dataSourceOptions } from '../src/database/data-source-options';
+import { inlineParams, lastRowsOfOneTrip, literal, preparedRows } from '../src/database/pg-statements';
+import { testDatabaseUrl } from './support/env';
+
+/** The two ways the run hot path talks to pg directly, against the real Postgres. */
+describe('pg statements', () => {
+  let ds: DataSource;
+  beforeAll(async () => {
+    ds = new DataSource({ ...dataSourceOptions(testDatabaseUrl(), 3) });
+    await ds.initialize();
+  });
+  afterAll(() => ds.destroy());
+
+  const nasty = [
+    `it's`,
+    `back\\slash \\' quote`,
+    `$1 $$ $tag$ dollar`,
+    `--comment`,
+    `/* c */`,
+    `;DROP TABLE runs;`,
+    `ünï©ødé 🚀`,
+    `E'x'`,
+    `\n\t\r`,
+    '',
+  ];
+
+  it('inlines values as literals that read back exactly, whatever they contain', async () => {
+    for (const s of nasty) {
+      const rows = await lastRowsOfOneTrip<{ s: string; n: number; a: string[]; none: null; big: string }>(ds, [
+        {
+          text: 'SELECT $1::text AS s, $2::int AS n, $3::text[] AS a, $4::text AS none, $5::bigint AS big',
+          values: [s, -5, [s, 'b'], null, 9007199254740993n],
+        },
+      ]);
+      expect(rows).toEqual([{ s, n: -5, a: [s, 'b'], none: null, big: '9007199254740993' }]);
+    }
+    const [row] = await lastRowsOfOneTrip<{ a: string[] }>(ds, [{ text: 'SELECT $1::text[] AS a', values: [[]] }]);
+    expect(row.a).toEqual([]);
+  });
+
+  it('sends several statements as one transaction and answers the last one’s rows', async () => {
+    const rows = await lastRowsOfOneTrip<{ same: boolean }>(ds, [
+      { text: 'SELECT 1', values: [] },
+      { text: 'SELECT txid_current() = txid_current() AS same', values: [] },
+    ]);
+    expect(rows).toEqual([{ same: true }]);
+    // One implicit transaction: the first statement's lock is held while the second runs.
+    const [held] = await lastRowsOfOneTrip<{ n: number }>(ds, [
+      { text: 'SELECT pg_advisory_xact_lock($1)', values: [4242] },
+      { text: `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND pid = pg_backend_pid()`, values: [4242] },
+    ]);
+    expect(held.n).toBe(1);
+    // ...and rolled back together: a failing second statement undoes the first.
+    await expect(
+      lastRowsOfOneTrip(ds, [
+        { text: `CREATE TABLE pg_statements_probe (x int)`, values: [] },
+        { text: 'SELECT 1 / $1', values: [0] },
+      ]),
+    ).rejects.toThrow(/division by zero/);
+    expect(await ds.query(`SELECT to_regclass('pg_statements_probe') AS t`)).toEqual([{ t: null }]);
+  });
+
+  it('refuses what it cannot inline safely', () => {
+    expect(() => inlineParams('SELECT $2', [1])).toThrow(/no value for \$2/);
+    expect(() => literal(Number.NaN)).toThrow(/finite/);
+    expect(() => literal({})).toThrow(/cannot inline/);
+    // A value that looks like a placeholder is data: it is not scanned again.
+    expect(inlineParams('SELECT $1, $2', ['$2', 'x'])).toBe(`SELECT '$2', 'x'`);
+    expect(
+      inlineParams(
+        'SELECT $10, $1',
+        Array.from({ length: 10 }, (_, i) => i + 1),
+      ),
+    ).toBe('SELECT 10, 1');
+  });
+
+  it('prepares a statement once per connection, and falls back to unnamed ones when they vanish', async () => {
+    const text = 'SELECT $1::int + 1 AS n, pg_sleep(0.02) IS NULL AS slept';
+    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => preparedRows<{ n: number }>(ds, text, [base + i])));
+    // Concurrent, so that every connection of the pool (3) prepares it.
+    expect((await all(0)).map((rows) => rows[0].n)).toEqual([1, 2, 3, 4, 5, 6]);
+    const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
+    const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
+    for (const c of clients)
+      expect((await c.query('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text])).rows).toEqual([{ n: 1 }]);
+    // A pooler that swapped the server connection (or a DEALLOCATE): pg still believes it prepared.
+    for (const c of clients) await c.query('DEALLOCATE ALL');
+    clients.forEach((c) => c.release());
+    expect((await all(10)).map((rows) => rows[0].n)).toEqual([11, 12, 13, 14, 15, 16]);
+    expect((await all(20)).map((rows) => rows[0].n)).toEqual([21, 22, 23, 24, 25, 26]);
+  });
+});
