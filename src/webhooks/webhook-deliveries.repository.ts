@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import type { Pool } from 'pg';
+import { preparedRows } from '../database/pg-statements';
 import { queryRows } from '../database/transaction';
 import { DeliveryStatus, UQ_WEBHOOK_DELIVERIES_DEDUPE } from './webhook-delivery.entity';
 
@@ -79,36 +79,25 @@ export class WebhookDeliveriesRepository {
    * DO NOTHING followed by a second statement) because under READ COMMITTED it locks and updates
    * the latest committed row even when that row was committed after this statement's snapshot (a
    * retry racing the first attempt): it always ends in exactly one of insert or bump, never in
-   * neither. `duplicate_count = 0` in the answer means this statement inserted the row. A named
-   * (prepared) statement: Postgres plans it once per connection.
+   * neither. `duplicate_count = 0` in the answer means this statement inserted the row. Prepared
+   * (named): Postgres plans it once per connection.
    */
   async record(d: NewDelivery): Promise<RecordResult> {
-    // Named: Postgres parses and plans it once per pooled connection (pg remembers the name).
-    const { rows } = await this.pool().query<{ id: string; status: DeliveryStatus; inserted: boolean; stale: boolean }>({
-      name: 'onceflow_webhook_deliveries_record',
-      text: RECORD_DELIVERY,
-      values: [
-        d.provider,
-        d.dedupeKey,
-        d.externalDeliveryId,
-        d.payloadVersion,
-        d.event,
-        d.action,
-        d.workItemId,
-        d.actorId,
-        d.payload,
-        STALE_ACCEPTED_MS,
-      ],
-    });
-    const row = rows[0];
+    const [row] = await preparedRows<{ id: string; status: DeliveryStatus; inserted: boolean; stale: boolean }>(this.ds, RECORD_DELIVERY, [
+      d.provider,
+      d.dedupeKey,
+      d.externalDeliveryId,
+      d.payloadVersion,
+      d.event,
+      d.action,
+      d.workItemId,
+      d.actorId,
+      d.payload,
+      STALE_ACCEPTED_MS,
+    ]);
     if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor bumped`);
     if (row.inserted) return { kind: 'new', id: row.id };
     return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.stale && (await this.takeOver(row.id)) };
-  }
-
-  /** TypeORM's own pg pool: its query() cannot send a named statement. */
-  private pool(): Pool {
-    return (this.ds.driver as unknown as { master: Pool }).master;
   }
 
   /**
