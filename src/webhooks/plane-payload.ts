@@ -135,10 +135,15 @@ function finish({ data, ...e }: Draft): PlaneEvent {
   if (e.intent === 'upsert' && e.projectId === null) throw bad('data.project is required for a work-item event');
   const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name), group: text(data.state.group) } : null;
   const updatedAt = text(data.updated_at);
+  let description: string | undefined;
   return {
     ...e,
     title: (text(data.name) ?? `Plane work item ${e.workItemId}`).slice(0, 1000),
-    description: descriptionText(data),
+    // Only a delivery that creates a task needs it, and HTML to text is the dearest part of the
+    // parse: a retry (most deliveries) never pays for it.
+    get description(): string {
+      return (description ??= descriptionText(data));
+    },
     url: text(data.url),
     metadata: {
       workspaceId: e.workspaceId,
