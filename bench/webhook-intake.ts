@@ -254,7 +254,8 @@ async function main(): Promise<void> {
     REDIS_PREFIX: tag,
     API_KEYS: 'bench-api-key-0123456789',
     WORKSPACE_ROOT: workspaceRoot,
-    LOG_LEVEL: 'silent',
+    // BENCH_LOG_LEVEL=info: what logging costs the route (its output goes to a pipe the bench drains).
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'silent',
     NODE_ENV: 'production',
   };
   try {
