@@ -52,13 +52,18 @@ describe('pg statements', () => {
     ]);
     expect(held.n).toBe(1);
     // ...and rolled back together: a failing second statement undoes the first.
-    await expect(
-      lastRowsOfOneTrip(ds, [
-        { text: `CREATE TABLE pg_statements_probe (x int)`, values: [] },
-        { text: 'SELECT 1 / $1', values: [0] },
-      ]),
-    ).rejects.toThrow(/division by zero/);
-    expect(await ds.query(`SELECT to_regclass('pg_statements_probe') AS t`)).toEqual([{ t: null }]);
+    await ds.query('CREATE TABLE IF NOT EXISTS pg_statements_probe (x int)');
+    try {
+      await expect(
+        lastRowsOfOneTrip(ds, [
+          { text: 'INSERT INTO pg_statements_probe (x) VALUES ($1)', values: [1] },
+          { text: 'SELECT 1 / $1', values: [0] },
+        ]),
+      ).rejects.toThrow(/division by zero/);
+      expect(await ds.query('SELECT count(*)::int AS n FROM pg_statements_probe')).toEqual([{ n: 0 }]);
+    } finally {
+      await ds.query('DROP TABLE pg_statements_probe');
+    }
   });
 
   it('refuses what it cannot inline safely', () => {
@@ -89,5 +94,25 @@ describe('pg statements', () => {
     clients.forEach((c) => c.release());
     expect((await all(10)).map((rows) => rows[0].n)).toEqual([11, 12, 13, 14, 15, 16]);
     expect((await all(20)).map((rows) => rows[0].n)).toEqual([21, 22, 23, 24, 25, 26]);
+  });
+
+  it('PREPAREs the statements of a round trip once per connection, and inlines them when they vanish', async () => {
+    const trip = (i: number) => [
+      { text: 'SELECT $1::int AS a', values: [i] },
+      { text: 'SELECT $1::int * 2 AS n, pg_sleep(0.02) IS NULL AS slept', values: [i] },
+    ];
+    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => lastRowsOfOneTrip<{ n: number }>(ds, trip(base + i))));
+    expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
+    expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
+    const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
+    const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
+    for (const c of clients) {
+      const { rows } = await c.query(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'ot\\_%' AND from_sql`);
+      expect(rows).toEqual([{ n: 2 }]); // both, once
+    }
+    for (const c of clients) await c.query('DEALLOCATE ALL');
+    clients.forEach((c) => c.release());
+    expect((await all(10)).map((rows) => rows[0].n)).toEqual([20, 22, 24, 26, 28, 30]);
+    expect((await all(20)).map((rows) => rows[0].n)).toEqual([40, 42, 44, 46, 48, 50]);
   });
 });
