@@ -19,10 +19,15 @@ queue.on('completed', () => {
 });
 // A no-op handler: what Bull itself costs per job.
 void queue.process(config.workerConcurrency, async () => undefined);
-const report = setInterval(() => process.send?.({ completed, lastAt }), 20);
+// The parent may be gone between two reports (it disconnects when it has its figure): a send then
+// fails with EPIPE, which without a callback is an unhandled 'error' event.
+const send = (msg: object) => {
+  if (process.connected) process.send?.(msg, undefined, {}, () => undefined);
+};
+const report = setInterval(() => send({ completed, lastAt }), 20);
 queue
   .isReady()
-  .then(() => process.send?.({ ready: true }))
+  .then(() => send({ ready: true }))
   .catch((err: unknown) => {
     process.stderr.write(`bare worker: ${String(err)}\n`);
     process.exit(1);
