@@ -6,7 +6,8 @@
  *
  * Knobs (bench-only environment): BENCH_CONCURRENCY (worker concurrency of both the Bull baseline
  * and onceflow workers, default 32), BENCH_RUNS (runs per guarded phase, default 6000),
- * BENCH_BARE_JOBS (default 20000), BENCH_PRODUCERS (dispatches in flight, default 16).
+ * BENCH_BARE_JOBS (default 20000), BENCH_PRODUCERS (dispatches in flight, default 16),
+ * BENCH_WORKER_PROFILE_DIR (V8 CPU profiles of the worker processes).
  */
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
@@ -47,6 +48,7 @@ async function main(): Promise<void> {
   const runsPerPhase = knob('BENCH_RUNS', 6000);
   const bareJobs = knob('BENCH_BARE_JOBS', 20000);
   const producers = knob('BENCH_PRODUCERS', 16);
+  const profileDir = process.env.BENCH_WORKER_PROFILE_DIR;
   const tag = `bench_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
   const base = configFromProcessEnv({ API_KEYS: API_KEY });
   const databaseUrl = withDatabase(base.databaseUrl, `onceflow_${tag}`);
@@ -97,7 +99,16 @@ async function main(): Promise<void> {
       runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
       log(`guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`);
       const g = await measureGuarded(
-        { ds, dispatcher, databaseUrl, redisUrl: base.redisUrl, workerEnv: { ...appEnv, APP_ROLE: 'worker' }, producerConcurrency: producers },
+        {
+          ds,
+          dispatcher,
+          databaseUrl,
+          redisUrl: base.redisUrl,
+          workerEnv: { ...appEnv, APP_ROLE: 'worker' },
+          // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
+          workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+          producerConcurrency: producers,
+        },
         batch.ids,
         workers,
       );
