@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { preparedRows } from '../database/pg-statements';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
@@ -164,12 +165,14 @@ export class TaskIntakeService {
 
   /**
    * The item's task and authoring run, if it has them, and in the same statement (one round trip)
-   * the refresh: title and metadata follow the newest event. Deliveries arrive out of order and
+   * the refresh (prepared: a known item's `updated` deliveries are most of Plane's traffic): title
+   * and metadata follow the newest event. Deliveries arrive out of order and
    * carry the item as it was when the sender's job ran, so an older `updatedAt` never overwrites
    * a newer one, and an event without one refreshes nothing.
    */
   private async findAndRefresh(item: ExternalWorkItem): Promise<{ taskId: string; runId: string | null } | null> {
-    const rows: Array<{ id: string; run_id: string | null }> = await this.ds.query(
+    const rows = await preparedRows<{ id: string; run_id: string | null }>(
+      this.ds,
       `WITH task AS (SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2),
        refreshed AS (
          UPDATE tasks SET title = $4, url = COALESCE($5, url), metadata = $6, updated_at = now()

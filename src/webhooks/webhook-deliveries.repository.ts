@@ -69,6 +69,18 @@ const RECORD_DELIVERY = `INSERT INTO webhook_deliveries (provider, dedupe_key, e
   RETURNING id, status, duplicate_count = 0 AS inserted,
             status = 'accepted' AND updated_at < now() - $10 * interval '1 millisecond' AS stale`;
 
+/** $1 id, $2 status, $3 reason, $4 error, $5 task id, $6 run id. */
+const FINISH_DELIVERY = `UPDATE webhook_deliveries SET
+    status = CASE WHEN status = 'processed' AND $2::text = 'duplicate' THEN status ELSE $2::text END,
+    reason = CASE WHEN status = 'processed' AND $2::text = 'duplicate' THEN reason ELSE $3::text END,
+    error = $4,
+    task_id = COALESCE($5, task_id),
+    run_id = COALESCE($6, run_id),
+    process_attempts = process_attempts + 1,
+    processed_at = now(),
+    updated_at = now()
+  WHERE id = $1`;
+
 @Injectable()
 export class WebhookDeliveriesRepository {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
@@ -120,20 +132,11 @@ export class WebhookDeliveriesRepository {
    * Stores what processing concluded. A replay that finds the task already there does not turn a
    * `processed` delivery into a `duplicate`: the first pass did create it.
    */
-  async finish(id: string, o: DeliveryOutcome, em: EntityManager = this.ds.manager): Promise<void> {
-    await em.query(
-      `UPDATE webhook_deliveries SET
-          status = CASE WHEN status = 'processed' AND $2::text = 'duplicate' THEN status ELSE $2::text END,
-          reason = CASE WHEN status = 'processed' AND $2::text = 'duplicate' THEN reason ELSE $3::text END,
-          error = $4,
-          task_id = COALESCE($5, task_id),
-          run_id = COALESCE($6, run_id),
-          process_attempts = process_attempts + 1,
-          processed_at = now(),
-          updated_at = now()
-        WHERE id = $1`,
-      [id, o.status, o.reason, o.error ?? null, o.taskId ?? null, o.runId ?? null],
-    );
+  async finish(id: string, o: DeliveryOutcome, em?: EntityManager): Promise<void> {
+    const params = [id, o.status, o.reason, o.error ?? null, o.taskId ?? null, o.runId ?? null];
+    // Prepared only outside a transaction (preparedRows' 26000 fallback resends; a transaction could not).
+    if (em) await em.query(FINISH_DELIVERY, params);
+    else await preparedRows(this.ds, FINISH_DELIVERY, params);
   }
 
   async get(id: string): Promise<DeliveryRow | null> {
