@@ -8,7 +8,9 @@ describe('dispatch storm', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await startApp(testEnv('storm', countFile, { WORKER_CONCURRENCY: '8' }));
+    // A lock TTL that a loaded CI machine cannot overrun: this file is about duplicate dispatches;
+    // a lease lost to a late heartbeat (a killed attempt, a second 'start') is worker-crash's subject.
+    t = await startApp(testEnv('storm', countFile, { WORKER_CONCURRENCY: '8', RUN_LOCK_TTL_MS: '6000' }));
   });
   afterAll(async () => {
     await t.close();
