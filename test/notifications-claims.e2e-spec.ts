@@ -108,6 +108,28 @@ describe('notification claims', () => {
     expect(stub.delivered(row.runId)).toBe(0);
   });
 
+  it('records a 200 already on its way when the lock was lost (a stalled worker wakes up): no second post', async () => {
+    const row = await pendingRow();
+    stub.plan(row.runId, { hold: true });
+    const lock = new AbortController();
+    const first = delivery.deliver(row.id, lock.signal);
+    await waitFor(() => stub.held(row.runId).length === 1, 10_000, 'the POST');
+    stub.held(row.runId)[0].release({ status: 200 });
+    // Blocked while Slack's answer reaches our socket; then the heartbeat's verdict comes first,
+    // as when a stalled worker wakes up: timers run before the poll phase reads the answer.
+    const until = Date.now() + 150;
+    while (Date.now() < until) {
+      /* stalled */
+    }
+    lock.abort(new Error('lock lost'));
+    expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
+    const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);
+    expect(rows[0].status).toBe('SENT');
+    // Nothing left for the next holder to post again.
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    expect(stub.for(row.runId)).toHaveLength(1);
+  });
+
   it('does not post before the next attempt is due', async () => {
     const row = await pendingRow();
     stub.plan(row.runId, { status: 429, headers: { 'retry-after': '2' } });

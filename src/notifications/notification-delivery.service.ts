@@ -18,6 +18,14 @@ export type DeliveryResult =
 
 /** How long recording "SENT" keeps retrying through a database outage before giving up. */
 const RECORD_SENT_DEADLINE_MS = 60_000;
+/**
+ * How long a POST may still finish after its claim or lock was lost. A worker that stalled (GC,
+ * CPU starvation) wakes up with its heartbeat timer first and Slack's answer still unread in the
+ * socket: dropping the POST there would forget a 200 and let the next holder post the message
+ * again (chaos "stores", seed 265710487). The grace lets such an answer be read and recorded;
+ * a POST that is really hanging is still dropped.
+ */
+export const POST_ABORT_GRACE_MS = 300;
 
 /**
  * One delivery attempt of one outbox row: claim (conditional UPDATE with a lease) → POST →
@@ -50,10 +58,17 @@ export class NotificationDelivery {
     const keeper = new Heartbeat(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, `notification ${notificationId}`, {
       onError: (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
     }).start();
+    const lost = [keeper.signal, ...(signal ? [signal] : [])];
+    if (lost.some((s) => s.aborted)) {
+      keeper.stop();
+      return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim or lock lost before the POST' };
+    }
+    const post = abortAfterGrace(lost, POST_ABORT_GRACE_MS);
     let outcome: SlackOutcome;
     try {
-      outcome = await this.slack.post(claim.message, signal ? AbortSignal.any([signal, keeper.signal]) : keeper.signal);
+      outcome = await this.slack.post(claim.message, post.signal);
     } finally {
+      post.dispose();
       keeper.stop();
     }
     return this.record(claim, outcome);
@@ -113,4 +128,21 @@ export class NotificationDelivery {
       }
     }
   }
+}
+
+/** A signal that fires `graceMs` after the first of `signals` fired. */
+function abortAfterGrace(signals: AbortSignal[], graceMs: number): { signal: AbortSignal; dispose(): void } {
+  const ctl = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const onAbort = () => {
+    timer ??= setTimeout(() => ctl.abort(), graceMs);
+  };
+  for (const s of signals) s.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: ctl.signal,
+    dispose: () => {
+      clearTimeout(timer);
+      for (const s of signals) s.removeEventListener('abort', onAbort);
+    },
+  };
 }
