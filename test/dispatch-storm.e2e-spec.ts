@@ -8,9 +8,7 @@ describe('dispatch storm', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    // A lock TTL that a loaded CI machine cannot overrun: this file is about duplicate dispatches;
-    // a lease lost to a late heartbeat (a killed attempt, a second 'start') is worker-crash's subject.
-    t = await startApp(testEnv('storm', countFile, { WORKER_CONCURRENCY: '8', RUN_LOCK_TTL_MS: '6000' }));
+    t = await startApp(testEnv('storm', countFile, { WORKER_CONCURRENCY: '8' }));
   });
   afterAll(async () => {
     await t.close();
@@ -36,9 +34,13 @@ describe('dispatch storm', () => {
       ['SUCCESS'],
       60_000,
     );
-    expect(count(countFile, 'start')).toBe(50);
-    expect(count(countFile, 'done')).toBe(50);
-    for (const run of runs) expect(count(countFile, 'done', run.id)).toBe(1);
+    // Counted per run of this file: the suite's files share one database, and this app's
+    // reconciler rightly adopts runs an earlier file left QUEUED (it executes them once, into this
+    // file's log) — as one deployment would.
+    for (const run of runs) {
+      expect(count(countFile, 'start', run.id)).toBe(1);
+      expect(count(countFile, 'done', run.id)).toBe(1);
+    }
 
     // A dispatch of a finished run is refused with the reason.
     const again = await t.http.post(`/api/runs/${runs[0].id}/dispatch`).set(auth);
