@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { ClaimedNotification, NotificationClaims } from '../src/notifications/notification-claims.repository';
+import type { MetricsService } from '../src/metrics/metrics.service';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -23,9 +24,19 @@ describe('outbox writer and notification claims', () => {
     claims = t.app.get(NotificationClaims);
   });
   afterAll(async () => {
+    // Other files' sweepers share this database (one per jest run): leave no row of ours behind
+    // for them to fail or re-deliver.
+    await db().query('DELETE FROM notification_logs WHERE run_id = ANY($1::uuid[])', [runIds]);
     await t.close();
     await closeDb();
   });
+
+  const runIds: string[] = [];
+  const newRun = () => {
+    const id = randomUUID();
+    runIds.push(id);
+    return id;
+  };
 
   const row = async (id: string) =>
     (
@@ -42,14 +53,14 @@ describe('outbox writer and notification claims', () => {
        VALUES ($1, 'run.succeeded', 'slack', $2, '{"text":"hi"}', $3, now() + $4::int * interval '1 millisecond',
                CASE WHEN $5::int IS NULL THEN NULL ELSE now() + $5::int * interval '1 millisecond' END)
        RETURNING id`,
-      [randomUUID(), s.status ?? 'PENDING', s.attempts ?? 0, s.dueMs ?? -1000, s.claimMs ?? null],
+      [newRun(), s.status ?? 'PENDING', s.attempts ?? 0, s.dueMs ?? -1000, s.claimMs ?? null],
     );
     return rows[0].id;
   }
 
   it('writes PENDING rows with the message, once per run, event and channel', async () => {
     const writer = new OutboxWriter({ slackConfigured: true });
-    const runId = randomUUID();
+    const runId = newRun();
     const add = (eventType: 'run.succeeded' | 'run.failed', text: string, channel?: 'slack') =>
       ds.transaction((em) => writer.add(em, { runId, eventType, text, blocks: [{ type: 'section' }] }, channel));
     const id = await add('run.succeeded', 'first');
@@ -69,10 +80,10 @@ describe('outbox writer and notification claims', () => {
 
   it('writes SKIPPED with the reason when Slack is not configured; a rolled-back caller leaves nothing', async () => {
     const writer = new OutboxWriter({ slackConfigured: false });
-    const runId = randomUUID();
+    const runId = newRun();
     const id = await ds.transaction((em) => writer.add(em, { runId, eventType: 'run.failed', text: 'x' }));
     expect(await row(id!)).toMatchObject({ status: 'SKIPPED', last_error: 'SLACK_WEBHOOK_URL is not set' });
-    const lost = randomUUID();
+    const lost = newRun();
     await expect(
       ds.transaction(async (em) => {
         await writer.add(em, { runId: lost, eventType: 'run.failed', text: 'x' });
@@ -80,6 +91,60 @@ describe('outbox writer and notification claims', () => {
       }),
     ).rejects.toThrow('finalize rolled back');
     expect((await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n).toBe(0);
+  });
+
+  it('cte(): the row as a CTE of the caller’s statement (parameters from firstParam), only when the source yields the run, once', async () => {
+    const runId = newRun();
+    const finalize = async (writer: OutboxWriter, present: boolean, id = runId): Promise<string | null> => {
+      const cte = writer.cte({ eventType: 'run.failed', text: 'boom', blocks: [{ type: 'section' }] }, 'upd', 3);
+      const { rows } = await db().query(
+        `WITH upd AS (SELECT $1::uuid AS id WHERE $2::boolean), ${cte.sql} SELECT (SELECT id FROM outbox) AS notification_id`,
+        [id, present, ...cte.params],
+      );
+      return rows[0].notification_id;
+    };
+    const count = async (id: string) => (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;
+    const pending = new OutboxWriter({ slackConfigured: true });
+    // The transition did not happen: no row.
+    expect(await finalize(pending, false)).toBeNull();
+    expect(await count(runId)).toBe(0);
+    const id = await finalize(pending, true);
+    expect(id).not.toBeNull();
+    expect(await row(id!)).toMatchObject({
+      run_id: runId,
+      event_type: 'run.failed',
+      channel: 'slack',
+      status: 'PENDING',
+      last_error: null,
+      message: { text: 'boom', blocks: [{ type: 'section' }] },
+    });
+    // A second finalize statement for the same run and event: nothing more, and no id back.
+    expect(await finalize(pending, true)).toBeNull();
+    expect(await count(runId)).toBe(1);
+    // Without Slack: SKIPPED, with the reason.
+    const other = newRun();
+    const skipped = await finalize(new OutboxWriter({ slackConfigured: false }), true, other);
+    expect(await row(skipped!)).toMatchObject({ run_id: other, status: 'SKIPPED', last_error: 'SLACK_WEBHOOK_URL is not set' });
+  });
+
+  it('written(): counts a SKIPPED row that was written, nothing else; add() reports its row', async () => {
+    const inc = jest.fn();
+    const metrics = { notifications: { inc } } as unknown as MetricsService;
+    const unconfigured = new OutboxWriter({ slackConfigured: false }, metrics);
+    unconfigured.written(null);
+    expect(inc).not.toHaveBeenCalled();
+    unconfigured.written(randomUUID());
+    expect(inc).toHaveBeenCalledTimes(1);
+    expect(inc).toHaveBeenCalledWith({ outcome: 'skipped' });
+    new OutboxWriter({ slackConfigured: true }, metrics).written(randomUUID());
+    expect(inc).toHaveBeenCalledTimes(1);
+    const runId = newRun();
+    const add = () => ds.transaction((em) => unconfigured.add(em, { runId, eventType: 'run.failed', text: 'x' }));
+    expect(await add()).not.toBeNull();
+    expect(inc).toHaveBeenCalledTimes(2);
+    // The duplicate adds nothing and counts nothing.
+    expect(await add()).toBeNull();
+    expect(inc).toHaveBeenCalledTimes(2);
   });
 
   it('claim(): a due, free PENDING row with attempts left, counting the attempt and holding it for the lease', async () => {
@@ -123,6 +188,11 @@ describe('outbox writer and notification claims', () => {
     expect((later as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 20);
     expect((later as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 21);
     expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({ kind: 'wait', delayMs: 20 });
+    // The wait ends 20 ms AFTER the attempt is due (never before it): at least the time left
+    // when read after whyNot() (time only shrinks it), plus the margin.
+    const due = await insert({ attempts: 4, dueMs: 3000 });
+    const wait = (await claims.whyNot(due, 5)) as { delayMs: number };
+    expect(wait.delayMs).toBeGreaterThanOrEqual(Number((await row(due)).due_ms) + 20);
   });
 
   it('extend, markRetry and markFailed are fenced by the attempt; markSent is not', async () => {
