@@ -5,7 +5,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
-import { closeDb, db, startApp, TestApp } from './support/app';
+import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 
 /** TaskIntakeService called directly (API role: runs stay QUEUED, their jobs stay in the queue). */
@@ -159,5 +159,33 @@ describe('TaskIntakeService', () => {
     for (const r of created) expect(r.projectId).toBe(rows[0].id);
     expect(taskDirs(rows[0].id)).toEqual(created.map((r) => r.taskId).sort());
     expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [rows[0].id])).rows[0].n).toBe(8);
+  });
+
+  it('a new project whose name an unrelated project takes meanwhile: created all the same, under a distinct name', async () => {
+    // The intake's project insert waits on the other transaction's name entry; when that commits,
+    // the insert must yield (every unique index is an arbiter), not fail with 23505 on the name.
+    const name = `Clash ${randomUUID()}`;
+    const holder = await db().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`INSERT INTO projects (name, workspace_path) VALUES ($1, '/tmp/unrelated-project')`, [name]);
+      const project = { externalId: randomUUID(), name, maxConcurrentRuns: 1 };
+      const opening = intake.open(item({ project }), undefined, true);
+      await waitFor(
+        async () =>
+          (await db().query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
+            .rows[0].n > 0,
+        10_000,
+        'the intake to wait for the name',
+        10,
+      );
+      await holder.query('COMMIT');
+      expect(await opening).toMatchObject({ outcome: 'created' });
+      const { rows } = await db().query('SELECT name FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].name.startsWith(`${name} (`)).toBe(true);
+    } finally {
+      holder.release();
+    }
   });
 });
