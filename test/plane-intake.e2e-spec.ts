@@ -1,7 +1,10 @@
+import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { DataSource } from 'typeorm';
 import { PlaneIntakeService, PlaneRequest } from '../src/webhooks/plane-intake.service';
 import { NewDelivery, WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository';
+import { DeliveryStatus } from '../src/webhooks/webhook-delivery.entity';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';
@@ -67,6 +70,10 @@ describe('PlaneIntakeService', () => {
       work_item_id: item.id,
       status: 'processed',
     });
+    const { rows: projects } = await db().query('SELECT p.name FROM projects p JOIN tasks t ON t.project_id = p.id WHERE t.external_id = $1', [
+      item.id,
+    ]);
+    expect(projects[0].name).toMatch(new RegExp(`^Plane ${item.project}`));
     const update = await intake.receive(request(v1Body(item, 'updated', { field: 'name' })));
     expect(update).toEqual({ httpStatus: 200, body: { status: 'duplicate', deliveryId: expect.any(String), reason: 'task_exists' } });
     const retry = await intake.receive(request(v1Body(item, 'created')));
@@ -106,6 +113,70 @@ describe('PlaneIntakeService', () => {
       for (const r of results) expect(r.id).toBe(fresh[0].id);
       expect(results.filter((r) => r.kind === 'duplicate' && !r.takeOver)).toHaveLength(11);
       expect(await stored(fresh[0].id)).toMatchObject({ duplicate_count: 11, status: 'accepted', payload: { n: 1 } });
+    });
+
+    it('finish(): in the caller’s transaction when given one (rolled back with it), else on its own; a processed delivery stays processed', async () => {
+      const repo = t.app.get(WebhookDeliveriesRepository);
+      const ds = t.app.get<DataSource>(getDataSourceToken());
+      const { id } = await repo.record(delivery());
+      await expect(
+        ds.transaction(async (em) => {
+          await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' }, em);
+          throw new Error('task transaction rolled back');
+        }),
+      ).rejects.toThrow('task transaction rolled back');
+      expect(await stored(id)).toMatchObject({ status: 'accepted', reason: null, process_attempts: 0, processed_at: null });
+      await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' });
+      expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 1 });
+      // A replay finding the task: still processed, by the first pass.
+      await repo.finish(id, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists' });
+      expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 2 });
+      await repo.finish(id, { status: DeliveryStatus.FAILED, reason: 'processing_failed', error: 'boom' });
+      expect(await stored(id)).toMatchObject({ status: 'failed', reason: 'processing_failed', error: 'boom', process_attempts: 3 });
+    });
+
+    it('takeOver(): exactly once per stale accepted delivery (the retries that also saw it stale lose)', async () => {
+      const repo = t.app.get(WebhookDeliveriesRepository);
+      const takeOver = (id: string) => (repo as unknown as { takeOver(id: string): Promise<boolean> }).takeOver(id);
+      const { id } = await repo.record(delivery());
+      expect(await takeOver(id)).toBe(false); // fresh
+      await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+      expect(await takeOver(id)).toBe(true);
+      expect(await takeOver(id)).toBe(false);
+      await db().query(`UPDATE webhook_deliveries SET status = 'failed', updated_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+      expect(await takeOver(id)).toBe(false);
+    });
+
+    it('list(): newest received first (id breaks a tie), by provider and/or status, up to the limit', async () => {
+      const repo = t.app.get(WebhookDeliveriesRepository);
+      const provider = `test-${randomUUID()}`;
+      const add = async (status: DeliveryStatus, at: string): Promise<string> =>
+        (
+          await db().query(
+            `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, payload, status, received_at)
+             VALUES ($1, $2, 'v1', 'push', '{}', $3, $4::timestamptz) RETURNING id`,
+            [provider, randomUUID(), status, at],
+          )
+        ).rows[0].id;
+      const ids = (rows: Array<{ id: string }>) => rows.map((r) => r.id);
+      try {
+        // Received long ago: every other row of the database is newer.
+        const a = await add(DeliveryStatus.FAILED, '2000-01-01T00:00:03Z');
+        const b = await add(DeliveryStatus.PROCESSED, '2000-01-01T00:00:02Z');
+        const tied = [await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z'), await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z')]
+          .sort()
+          .reverse();
+        expect(ids(await repo.list({ provider, limit: 10 }))).toEqual([a, b, ...tied]);
+        expect(ids(await repo.list({ provider, status: DeliveryStatus.FAILED, limit: 10 }))).toEqual([a, ...tied]);
+        expect(ids(await repo.list({ provider, limit: 2 }))).toEqual([a, b]);
+        // Received in the future: the newest of the database, with or without a status filter.
+        const e = await add(DeliveryStatus.FAILED, '2100-01-01T00:00:00Z');
+        expect(ids(await repo.list({ limit: 1 }))).toEqual([e]);
+        expect(ids(await repo.list({ status: DeliveryStatus.FAILED, limit: 1 }))).toEqual([e]);
+        expect(ids(await repo.list({ status: DeliveryStatus.PROCESSED, limit: 50 }))).not.toContain(e);
+      } finally {
+        await db().query('DELETE FROM webhook_deliveries WHERE provider = $1', [provider]);
+      }
     });
 
     it('a stale accepted delivery is taken over by exactly one of several concurrent retries', async () => {

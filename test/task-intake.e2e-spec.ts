@@ -3,7 +3,9 @@ import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { pgConstraint, pgErrorCode } from '../src/database/transaction';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
+import { UQ_PROJECTS_NAME } from '../src/runs/entities/project.entity';
 import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -78,6 +80,24 @@ describe('TaskIntakeService', () => {
     const { rows } = await db().query('SELECT id FROM projects WHERE external_id = $1', [it1.project.externalId]);
     expect(rows).toHaveLength(0);
     expect(allTaskDirs()).toEqual(before);
+  });
+
+  it('a unique violation that is not a business key (here the project name) is the caller’s error, rolled back, not "exists"', async () => {
+    const it1 = item();
+    const err = await intake
+      .open(it1, async (em, created) => {
+        await em.query(
+          `INSERT INTO projects (id, name, workspace_path)
+           SELECT gen_random_uuid(), name, workspace_path || '-copy' FROM projects WHERE id = (SELECT project_id FROM tasks WHERE id = $1)`,
+          [created.taskId],
+        );
+      })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect([pgErrorCode(err), pgConstraint(err)]).toEqual(['23505', UQ_PROJECTS_NAME]);
+    expect((await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n).toBe(0);
   });
 
   it('a known item is "exists"; only a newer updatedAt refreshes title, url and metadata', async () => {

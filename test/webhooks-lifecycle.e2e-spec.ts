@@ -103,7 +103,9 @@ describe('Plane work-item lifecycle', () => {
     expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
     const failed = await t.http.get('/api/webhook-deliveries').query({ provider: 'plane', status: 'failed' }).set(auth);
     expect(failed.body.items).toEqual(
-      expect.arrayContaining([expect.objectContaining({ id: deliveryId, error: expect.stringMatching(/ENOTDIR|not a directory/) })]),
+      expect.arrayContaining([
+        expect.objectContaining({ id: deliveryId, reason: 'processing_failed', error: expect.stringMatching(/ENOTDIR|not a directory/) }),
+      ]),
     );
 
     const replay = await t.http.post(`/api/webhook-deliveries/${deliveryId}/replay`).set(auth);
