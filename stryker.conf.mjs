@@ -29,6 +29,7 @@ export const AREAS = {
       'src/runs/run-state-machine.ts',
       'src/runs/run-finalizer.ts',
       'src/runs/idempotency.service.ts',
+      'src/database/pg-statements.ts',
     ],
     tests: [
       'src/runs/*.spec.ts',
@@ -38,6 +39,7 @@ export const AREAS = {
       'test/run-dispatch.e2e-spec.ts',
       'test/run-finalize.e2e-spec.ts',
       'test/idempotency.e2e-spec.ts',
+      'test/pg-statements.e2e-spec.ts',
     ],
     staticTests: [
       'src/runs/*.spec.ts',
@@ -45,6 +47,7 @@ export const AREAS = {
       'test/run-dispatch.e2e-spec.ts',
       'test/run-finalize.e2e-spec.ts',
       'test/idempotency.e2e-spec.ts',
+      'test/pg-statements.e2e-spec.ts',
     ],
   },
   webhooks: {
@@ -52,6 +55,8 @@ export const AREAS = {
       'src/webhooks/plane-signature.ts',
       'src/webhooks/plane-payload.ts',
       'src/webhooks/plane-intake.service.ts',
+      'src/webhooks/webhook-deliveries.repository.ts',
+      'src/webhooks/plane-event-handler.ts',
       'src/tasks/task-intake.service.ts',
     ],
     tests: [
