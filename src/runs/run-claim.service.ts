@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { isUUID } from 'class-validator';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
@@ -13,7 +14,6 @@ export type ClaimResult =
   | { kind: 'later'; delayMs: number; reason: string };
 
 const RUNNABLE = [RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type ClaimedRow = RunRow & { project_name: string; project_workspace_path: string };
 
@@ -37,7 +37,7 @@ export class RunClaimService {
 
   async claim(runId: string, redisToken: number, owner: string, workerId: string): Promise<ClaimResult> {
     // The run id is inlined as a literal (see lastRowsOfOneTrip): escaped, and a UUID anyway.
-    if (!UUID.test(runId)) return { kind: 'skip', reason: 'run not found' };
+    if (!isUUID(runId)) return { kind: 'skip', reason: 'run not found' };
     const spec: TransitionSpec = {
       to: RunStatus.RUNNING,
       from: RUNNABLE,

@@ -6,9 +6,9 @@ import { APP_CONFIG } from '../config/config.module';
 import { isTransientDbError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { NotificationEventType } from '../notifications/notification-log.entity';
-import { OutboxWriter } from '../notifications/outbox.writer';
+import { OutboxMessage, OutboxWriter } from '../notifications/outbox.writer';
 import { RunStatus } from './run-status';
-import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
+import { RunRow, RunTransitionsRepository, TransitionSpec } from './run-transitions.repository';
 
 export interface FinalizeRequest {
   runId: string;
@@ -83,8 +83,7 @@ export class RunFinalizer {
         terminal ? 'finished_at = now()' : 'finished_at = NULL',
       ],
       params: [req.outputTail, req.lastError],
-      with: message ? (firstParam) => this.outbox.cte(message, 'upd', firstParam) : undefined,
-      output: message ? { columns: ', (SELECT id FROM outbox) AS notification_id' } : undefined,
+      ...(message ? withOutboxRow(this.outbox, message) : {}),
       reason: req.reason,
       workerId: req.workerId,
     });
@@ -121,6 +120,17 @@ export class RunFinalizer {
     this.metrics.duplicate('fence');
     return { written: false };
   }
+}
+
+/**
+ * The parts of a transition spec that make its statement also write the outbox row (a CTE over
+ * the updated run) and return the row's id as `notification_id` (null: it existed already).
+ */
+export function withOutboxRow(outbox: OutboxWriter, message: Omit<OutboxMessage, 'runId'>): Pick<TransitionSpec, 'with' | 'output'> {
+  return {
+    with: (firstParam) => outbox.cte(message, 'upd', firstParam),
+    output: { columns: ', (SELECT id FROM outbox) AS notification_id' },
+  };
 }
 
 export function renderText(runId: string, projectName: string, status: RunStatus, requirement: string): string {

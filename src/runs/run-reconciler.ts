@@ -14,7 +14,7 @@ import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { ScheduledTasks } from '../scheduler/scheduled-tasks.service';
 import { OutboxWriter } from '../notifications/outbox.writer';
 import { DispatchService } from './dispatch.service';
-import { renderText } from './run-finalizer';
+import { renderText, withOutboxRow } from './run-finalizer';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 
@@ -64,7 +64,6 @@ export class RunReconciler implements OnModuleInit {
     for (const run of stuck) {
       if ((await this.locks.remainingMs(runLockKey(run.id))) > 0) continue; // a holder is alive
       const spent = run.attempts >= this.config.runMaxAttempts;
-      // A FAILED run is announced like any other: the outbox row commits with the transition.
       const failedMessage = { eventType: 'run.failed' as const, text: renderText(run.id, run.project_name, RunStatus.FAILED, run.requirement) };
       const row = await this.transitions.transition<RunRow & { notification_id?: string | null }>(run.id, {
         to: spent ? RunStatus.FAILED : RunStatus.RETRYING,
@@ -78,8 +77,7 @@ export class RunReconciler implements OnModuleInit {
           spent ? 'finished_at = now()' : 'dispatch_generation = r.dispatch_generation + 1',
         ],
         // A FAILED run is announced like any other: the outbox row is part of the transition's statement.
-        with: spent ? (firstParam) => this.outbox.cte(failedMessage, 'upd', firstParam) : undefined,
-        output: spent ? { columns: ', (SELECT id FROM outbox) AS notification_id' } : undefined,
+        ...(spent ? withOutboxRow(this.outbox, failedMessage) : {}),
         reason: spent ? 'reaper: worker lost and attempts spent' : 'reaper: worker lost, re-enqueued',
         workerId: this.workerId,
       });
