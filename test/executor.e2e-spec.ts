@@ -2,7 +2,20 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExecutionRequest } from '../src/runs/executor/executor';
 import { ShellExecutor } from '../src/runs/executor/shell-executor';
-import { auth, closeDb, count, createProject, createRun, executions, isAlive, startApp, TestApp, waitFor, waitForStatus } from './support/app';
+import {
+  auth,
+  blockEventLoop,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  executions,
+  isAlive,
+  startApp,
+  TestApp,
+  waitFor,
+  waitForStatus,
+} from './support/app';
 import { FAKE_ORCHESTRATOR, tempDir, testEnv } from './support/env';
 
 /** What a run executes: env-only data, output tail, timeout, and the per-project cap. */
@@ -101,12 +114,6 @@ describe('ShellExecutor and aborts', () => {
     timeoutMs: 20_000,
   });
   const markers = (name: string) => ({ started: join(dir, `${name}.started`), finished: join(dir, `${name}.finished`) });
-  const busyWait = (ms: number) => {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      /* the event loop is blocked, as on a loaded worker */
-    }
-  };
 
   it('a command that finished on its own counts as finished, even when the lease was lost before its exit reached us', async () => {
     const m = markers('raced');
@@ -116,9 +123,9 @@ describe('ShellExecutor and aborts', () => {
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');
     // Blocked until the command has written its effect and exited: its exit event now waits
     // behind the abort below, as when a heartbeat fails on a starved worker.
-    busyWait(100);
-    for (let i = 0; i < 100 && !existsSync(m.finished); i++) busyWait(50);
-    busyWait(200);
+    blockEventLoop(100);
+    for (let i = 0; i < 100 && !existsSync(m.finished); i++) blockEventLoop(50);
+    blockEventLoop(200);
     abort.abort(new Error('lease lost'));
     const result = await pending;
     expect(readFileSync(m.finished, 'utf8')).toBe('done\n');

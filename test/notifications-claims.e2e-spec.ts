@@ -13,7 +13,7 @@ import { notificationJobId } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
 import { RunFinalizer } from '../src/runs/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
-import { auth, closeDb, createProject, db, startApp, TestApp, waitFor } from './support/app';
+import { auth, blockEventLoop, closeDb, createProject, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { SlackStub } from './support/slack-stub';
 
@@ -117,10 +117,7 @@ describe('notification claims', () => {
     stub.held(row.runId)[0].release({ status: 200 });
     // Blocked while Slack's answer reaches our socket; then the heartbeat's verdict comes first,
     // as when a stalled worker wakes up: timers run before the poll phase reads the answer.
-    const until = Date.now() + 150;
-    while (Date.now() < until) {
-      /* stalled */
-    }
+    blockEventLoop(150);
     lock.abort(new Error('lock lost'));
     expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
     const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);

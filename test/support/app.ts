@@ -181,3 +181,11 @@ export function isAlive(pid: number): boolean {
     return false;
   }
 }
+
+/** Blocks this process's event loop for `ms`, as on a stalled worker (GC, CPU starvation). */
+export function blockEventLoop(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    /* nothing runs meanwhile: timers and I/O wait */
+  }
+}
