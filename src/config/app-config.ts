@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 
 export type AppRole = 'api' | 'worker' | 'scheduler' | 'all';
 export type RunExecutorKind = 'shell' | 'noop';
+export type LlmCacheScope = 'run' | 'project' | 'off';
 
 /** The one typed configuration object. Nothing outside src/config reads process.env. */
 export interface AppConfig {
@@ -39,6 +40,14 @@ export interface AppConfig {
   notifyMaxAttempts: number;
   idempotencyKeyTtlMs: number;
   logLevel: string;
+  /** Where the worker's caching proxy forwards OpenAI-style and Anthropic-style requests. */
+  llmOpenaiUpstream: string;
+  llmAnthropicUpstream: string;
+  llmCacheScope: LlmCacheScope;
+  llmCacheTtlMs: number;
+  llmCacheMaxBytes: number;
+  /** Port of the worker's API for its own commands (steps, values, LLM proxy) on 127.0.0.1; 0 = any free one. */
+  workerApiPort: number;
 }
 
 export class ConfigError extends Error {}
@@ -79,6 +88,16 @@ function url(env: Env, name: string, fallback: string | undefined, protocols: st
     throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got ${parsed.protocol}`);
   }
   return raw;
+}
+
+/** An LLM upstream: http(s), no query, no credentials; kept without a trailing slash. */
+function upstream(env: Env, name: string, fallback: string): string {
+  const raw = url(env, name, fallback, ['http:', 'https:'])!;
+  const parsed = new URL(raw);
+  if (parsed.search || parsed.hash || parsed.username || parsed.password) {
+    throw new ConfigError(`${name} must be a plain base URL (no query, fragment or credentials)`);
+  }
+  return raw.replace(/\/+$/, '');
 }
 
 function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: readonly T[]): T {
@@ -149,6 +168,12 @@ export function loadConfig(env: Env, generateDevKey: () => string = () => ''): A
     notifyMaxAttempts: int(env, 'NOTIFY_MAX_ATTEMPTS', 8, 1, 100),
     idempotencyKeyTtlMs: int(env, 'IDEMPOTENCY_KEY_TTL_MS', 24 * 3600 * 1000, 1000),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    llmOpenaiUpstream: upstream(env, 'LLM_OPENAI_UPSTREAM', 'https://api.openai.com/v1'),
+    llmAnthropicUpstream: upstream(env, 'LLM_ANTHROPIC_UPSTREAM', 'https://api.anthropic.com'),
+    llmCacheScope: oneOf<LlmCacheScope>(env, 'LLM_CACHE_SCOPE', 'run', ['run', 'project', 'off']),
+    llmCacheTtlMs: int(env, 'LLM_CACHE_TTL_MS', 7 * 24 * 3600 * 1000, 1000),
+    llmCacheMaxBytes: int(env, 'LLM_CACHE_MAX_BYTES', 8 * 1024 * 1024, 0, 512 * 1024 * 1024),
+    workerApiPort: int(env, 'WORKER_API_PORT', 0, 0, 65535),
   };
 }
 

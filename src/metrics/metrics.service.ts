@@ -69,6 +69,25 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly steps = new Counter({
+    name: 'onceflow_steps_total',
+    help: 'onceflow step calls of run commands: executed, replayed (DONE before), refused (attempt no longer holds the run)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly llmCache = new Counter({
+    name: 'onceflow_llm_cache_requests_total',
+    help: 'Requests through the LLM proxy by cache result (hit, miss, coalesced)',
+    labelNames: ['provider', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly llmUpstreamCalls = new Counter({
+    name: 'onceflow_llm_upstream_calls_total',
+    help: 'Calls the LLM proxy made to an upstream provider, by status class (2xx, 4xx, 5xx, error)',
+    labelNames: ['provider', 'status'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'onceflow_' });
   }

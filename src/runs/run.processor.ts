@@ -21,6 +21,7 @@ import { retryDelayMs } from './retry-policy';
 import { RunClaimService } from './run-claim.service';
 import { RunFinalizer } from './run-finalizer';
 import { RunStatus } from './run-status';
+import { CommandAccess, CommandAccessHandle, describeStats } from './steps/command-access';
 
 export type RunJobOutcome = 'succeeded' | 'failed' | 'fenced' | `skipped: ${string}`;
 
@@ -43,6 +44,7 @@ export class RunProcessor implements OnModuleInit {
     @Inject(RUN_EXECUTOR) private readonly executor: RunExecutor,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(WORKER_ID) private readonly workerId: string,
+    private readonly access: CommandAccess,
   ) {}
 
   onModuleInit(): void {
@@ -85,26 +87,37 @@ export class RunProcessor implements OnModuleInit {
     });
     const workspace = run.task_id ? join(this.config.workspaceRoot, project.id, 'tasks', run.task_id) : project.workspace_path;
     this.logger.log({ msg: 'run started', runId, jobId: job.id, attempt: run.attempts, fencingToken: token });
-    const result = await this.executor.execute(
-      {
-        runId,
-        attempt: run.attempts,
-        fencingToken: token,
-        requirement: run.requirement,
-        projectId: project.id,
-        projectName: project.name,
-        projectWorkspace: project.workspace_path,
-        taskId: run.task_id,
-        workspace,
-        idempotencyKey: `onceflow-run-${runId}`,
-        timeoutMs: this.config.runTimeoutMs,
-        watchdogMs: Math.floor(this.config.runLockTtlMs * 0.8),
-        keepAlive: (p) => (ping = p),
-      },
-      lease.signal,
-    );
+    // The command's credential lives exactly as long as this attempt's lease.
+    const access: CommandAccessHandle | undefined = this.executor.usesRunApi
+      ? await this.access.open({ runId, projectId: project.id, attempt: run.attempts, fencingToken: token, signal: lease.signal })
+      : undefined;
+    let result: ExecutionResult;
+    try {
+      result = await this.executor.execute(
+        {
+          runId,
+          attempt: run.attempts,
+          fencingToken: token,
+          requirement: run.requirement,
+          projectId: project.id,
+          projectName: project.name,
+          projectWorkspace: project.workspace_path,
+          taskId: run.task_id,
+          workspace,
+          idempotencyKey: `onceflow-run-${runId}`,
+          timeoutMs: this.config.runTimeoutMs,
+          watchdogMs: Math.floor(this.config.runLockTtlMs * 0.8),
+          keepAlive: (p) => (ping = p),
+          runApi: access?.runApi,
+        },
+        lease.signal,
+      );
+    } finally {
+      access?.close();
+    }
     this.metrics.runDuration.observe({ outcome: result.outcome }, result.durationMs / 1000);
-    return this.finish(job, run.attempts, token, project.name, run.requirement, result, lease);
+    const stats = access ? describeStats(access.stats) : '';
+    return this.finish(job, run.attempts, token, project.name, run.requirement, result, lease, stats);
   }
 
   private async finish(
@@ -115,6 +128,7 @@ export class RunProcessor implements OnModuleInit {
     requirement: string,
     result: ExecutionResult,
     lease: Lease,
+    stats: string,
   ): Promise<RunJobOutcome> {
     const { runId } = job.data;
     if (result.outcome === 'aborted' && lease.signal.reason instanceof ShutdownAbort) {
@@ -148,6 +162,7 @@ export class RunProcessor implements OnModuleInit {
       if (result.outcome === 'transient') reason = `${describe} (transient); attempts exhausted (${attempt}/${this.config.runMaxAttempts})`;
     }
     const lastError = to === RunStatus.SUCCESS ? null : describe;
+    if (stats) reason = `${reason}; ${stats}`;
     const fin = await this.finalizer.finalize({ ...base, to, lastError, reason });
     if (!fin.written) {
       this.logger.warn({ msg: 'finalize fenced out: a newer holder owns the run', runId, jobId: job.id, fencingToken: token });

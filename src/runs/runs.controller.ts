@@ -3,7 +3,7 @@ import { ApiAcceptedResponse, ApiBearerAuth, ApiConflictResponse, ApiOkResponse,
 import { ApiKeyGuard } from '../common/api-key.guard';
 import { DispatchAnswer, DispatchService } from './dispatch.service';
 import { ListRunsQuery } from './dto/list-runs.query';
-import { RunEventView, RunsService } from './runs.service';
+import { RunEventView, RunStepView, RunsService } from './runs.service';
 import { RunView } from './run.view';
 
 @ApiTags('runs')
@@ -32,6 +32,12 @@ export class RunsController {
   @ApiOkResponse({ description: 'Every transition of the run, in order' })
   events(@Param('id', ParseUUIDPipe) id: string): Promise<{ items: RunEventView[] }> {
     return this.runs.events(id);
+  }
+
+  @Get(':id/steps')
+  @ApiOkResponse({ description: "The run's step journal (onceflow step), in order of first start" })
+  steps(@Param('id', ParseUUIDPipe) id: string): Promise<{ items: RunStepView[] }> {
+    return this.runs.steps(id);
   }
 
   @Post(':id/dispatch')

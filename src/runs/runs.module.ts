@@ -17,10 +17,20 @@ import { RunReconciler } from './run-reconciler';
 import { RunProcessor } from './run.processor';
 import { RunsController } from './runs.controller';
 import { RunsService } from './runs.service';
+import { LlmCachePruner } from './llm-cache/llm-cache-pruner';
+import { LlmCacheRepository } from './llm-cache/llm-cache.repository';
+import { LlmProxy } from './llm-cache/llm-proxy';
+import { CommandAccess } from './steps/command-access';
+import { OnceflowBin } from './steps/onceflow-bin';
+import { RunAttempts } from './steps/run-attempts';
+import { StepJournalRepository } from './steps/step-journal.repository';
+import { WorkerApiServer } from './steps/worker-api.server';
 
-const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository];
+const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository, StepJournalRepository, LlmCacheRepository];
+/** The worker's API for its own commands: steps, values and the LLM proxy. */
+const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];
 // Registered in every role; ScheduledTasks only runs it where the role includes the scheduler.
-const SCHEDULED = [RunReconciler];
+const SCHEDULED = [RunReconciler, LlmCachePruner];
 
 /** Projects, runs, the state machine, dispatch; the processor only where the role runs workers. */
 @Module({})
@@ -31,6 +41,7 @@ export class RunsModule {
           RunClaimService,
           RunFinalizer,
           RunProcessor,
+          ...COMMAND_API,
           {
             provide: RUN_EXECUTOR,
             inject: [APP_CONFIG],

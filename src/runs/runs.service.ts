@@ -7,6 +7,7 @@ import { DispatchService } from './dispatch.service';
 import { RunKind, RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 import { RunView, toRunView } from './run.view';
+import { StepJournalRepository } from './steps/step-journal.repository';
 
 export interface NewRun {
   projectId: string;
@@ -14,6 +15,17 @@ export interface NewRun {
   dispatch?: boolean;
   taskId?: string | null;
   kind?: RunKind;
+}
+
+export interface RunStepView {
+  name: string;
+  status: 'STARTED' | 'DONE';
+  attempt: number;
+  fencingToken: number;
+  exitCode: number | null;
+  outputBytes: number;
+  startedAt: string;
+  finishedAt: string | null;
 }
 
 export interface RunEventView {
@@ -32,6 +44,7 @@ export class RunsService {
     @InjectDataSource() private readonly ds: DataSource,
     private readonly transitions: RunTransitionsRepository,
     private readonly dispatcher: DispatchService,
+    private readonly journal: StepJournalRepository,
     @Inject(WORKER_ID) private readonly workerId: string,
   ) {}
 
@@ -114,6 +127,24 @@ export class RunsService {
         fencingToken: Number(e.fencing_token),
         workerId: e.worker_id,
         reason: e.reason,
+      })),
+    };
+  }
+
+  /** The run's step journal, in order of first start; recorded outputs are not part of it. */
+  async steps(id: string): Promise<{ items: RunStepView[] }> {
+    await this.get(id);
+    const rows = await this.journal.list(id);
+    return {
+      items: rows.map((s) => ({
+        name: s.name,
+        status: s.status,
+        attempt: s.attempt,
+        fencingToken: Number(s.fencing_token),
+        exitCode: s.exit_code,
+        outputBytes: s.output_bytes,
+        startedAt: new Date(s.started_at).toISOString(),
+        finishedAt: s.finished_at === null ? null : new Date(s.finished_at).toISOString(),
       })),
     };
   }

@@ -15,6 +15,8 @@ export interface ExecutionRequest {
   watchdogMs?: number;
   /** Hands the caller the keep-alive to call on every heartbeat that renewed the lease. */
   keepAlive?: (ping: () => void) => void;
+  /** The worker's API for this attempt (steps, values, LLM proxy): variables and the CLI's directory. */
+  runApi?: { env: Record<string, string>; binDir: string };
 }
 
 export type ExecutionOutcome = 'success' | 'transient' | 'failed' | 'aborted';
@@ -35,6 +37,8 @@ export const OUTPUT_TAIL_BYTES = 64 * 1024;
 
 export interface RunExecutor {
   readonly kind: string;
+  /** Whether the command it runs can call back into the worker (then each attempt gets a credential). */
+  readonly usesRunApi: boolean;
   /** Runs one attempt; `signal` aborts it at once (lock lost, cancelled, shutting down). */
   execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult>;
 }

@@ -6,6 +6,7 @@ import { ExecutionRequest, ExecutionResult, RunExecutor } from './executor';
  */
 export class NoopExecutor implements RunExecutor {
   readonly kind = 'noop';
+  readonly usesRunApi = false;
 
   async execute(_req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
     const aborted = signal.aborted;

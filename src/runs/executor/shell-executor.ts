@@ -24,6 +24,7 @@ const WITHHELD = ['API_KEYS', 'ADMIN_PASSWORD', 'PLANE_WEBHOOK_SECRETS', 'SLACK_
 
 export class ShellExecutor implements RunExecutor {
   readonly kind = 'shell';
+  readonly usesRunApi = true;
 
   constructor(
     private readonly command: string,
@@ -45,7 +46,9 @@ export class ShellExecutor implements RunExecutor {
       PROJECT_WORKSPACE: req.projectWorkspace,
       TASK_ID: req.taskId ?? '',
       IDEMPOTENCY_KEY: req.idempotencyKey,
+      ...req.runApi?.env,
     });
+    if (req.runApi) env.PATH = env.PATH ? `${req.runApi.binDir}:${env.PATH}` : req.runApi.binDir;
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
     const watchdogSecs = ((req.watchdogMs ?? 365 * 24 * 3600 * 1000) / 1000).toFixed(3);
     const child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command, watchdogSecs], {

@@ -1,0 +1,280 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Agent as HttpAgent, IncomingMessage, OutgoingHttpHeaders, request as httpRequest, ServerResponse } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { AppConfig } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.module';
+import { MetricsService } from '../../metrics/metrics.service';
+import type { AttemptGrant } from '../steps/run-attempts';
+import { Flight, FlightHead, FlightSink } from './flight';
+import { LlmCacheRepository } from './llm-cache.repository';
+import { LlmProvider, requestKey } from './request-key';
+
+/** A request body larger than this is refused (413): no LLM request is near it. */
+const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+/** An upstream silent for this long is given up (streamed answers send something every few seconds). */
+const UPSTREAM_IDLE_MS = 10 * 60_000;
+export const CACHE_HEADER = 'x-onceflow-cache';
+
+/** Headers that belong to one connection, not to the request or answer (RFC 9110 §7.6.1), and ours. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'content-length',
+  'accept-encoding',
+]);
+
+type CacheResult = 'hit' | 'miss' | 'coalesced';
+
+/**
+ * The caching reverse proxy a run's command reaches through OPENAI_BASE_URL / ANTHROPIC_BASE_URL.
+ * A POST whose provider, path and JSON body equal an earlier 2xx answer's within the scope is
+ * answered from Postgres byte for byte; identical requests in flight at once share ONE upstream
+ * call; everything else is forwarded as is. Only the two configured upstreams are ever contacted,
+ * and the request's headers (the provider API key among them) are forwarded, never stored, never
+ * logged.
+ */
+@Injectable()
+export class LlmProxy {
+  private readonly logger = new Logger(LlmProxy.name);
+  private readonly flights = new Map<string, Flight>();
+  private readonly httpAgent = new HttpAgent({ keepAlive: true });
+  private readonly httpsAgent = new HttpsAgent({ keepAlive: true });
+
+  constructor(
+    private readonly cache: LlmCacheRepository,
+    private readonly metrics: MetricsService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** `rest` is what follows `/<provider>` in the proxy URL: the upstream path and query. */
+  async handle(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, provider: LlmProvider, rest: string): Promise<void> {
+    const target = upstreamUrl(provider === 'openai' ? this.config.llmOpenaiUpstream : this.config.llmAnthropicUpstream, rest);
+    if (!target) return fail(res, 400, 'onceflow: this path does not map to the configured upstream');
+    const body = await readBody(req, MAX_REQUEST_BYTES);
+    if (!body) return fail(res, 413, `onceflow: request body over ${MAX_REQUEST_BYTES} bytes`);
+    const key = req.method === 'POST' && this.config.llmCacheScope !== 'off' ? requestKey(provider, target.path, body) : undefined;
+    if (!key) {
+      this.metrics.llmCache.inc({ provider, result: 'miss' });
+      return this.forward(req, res, grant, provider, target.url, body);
+    }
+    const scope = this.config.llmCacheScope === 'project' ? `project:${grant.projectId}` : `run:${grant.runId}`;
+    const flightKey = `${scope}|${key.hash}`;
+    const current = this.flights.get(flightKey);
+    if (current?.joinable) {
+      this.count(grant, provider, 'coalesced');
+      return this.serve(res, current, 'coalesced');
+    }
+    // Registered before any await: an identical request arriving meanwhile joins this one.
+    const flight = new Flight(Math.max(this.config.llmCacheMaxBytes, 1));
+    this.flights.set(flightKey, flight);
+    const served = this.serve(res, flight, 'miss');
+    try {
+      const cached = await this.cache.lookup(scope, key.hash);
+      if (cached) {
+        this.count(grant, provider, 'hit');
+        res.setHeader(CACHE_HEADER, 'hit');
+        flight.setHead({
+          status: cached.status,
+          headers: { 'content-type': cached.contentType ?? undefined, 'content-length': String(cached.body.length) },
+        });
+        flight.push(cached.body);
+        flight.end();
+        return await served;
+      }
+      this.count(grant, provider, 'miss');
+      await this.callUpstream(req, grant, provider, target.url, body, flight);
+      await served;
+      const head = flight.head;
+      const answer = flight.body;
+      if (head && head.status >= 200 && head.status < 300 && answer && answer.length <= this.config.llmCacheMaxBytes && !encoded(head)) {
+        const stored = await this.cache.store(grant, {
+          scope,
+          hash: key.hash,
+          provider,
+          path: target.path,
+          status: head.status,
+          contentType: headerString(head.headers['content-type']),
+          body: answer,
+          ttlMs: this.config.llmCacheTtlMs,
+        });
+        if (!stored) this.logger.warn({ msg: 'LLM answer not cached: the attempt no longer holds its run', runId: grant.runId, provider });
+      }
+    } catch (err) {
+      if (!flight.head) flight.fail(err as Error);
+      this.logger.warn({ msg: 'LLM proxy request failed', runId: grant.runId, provider, err: String((err as Error).message ?? err) });
+    } finally {
+      if (this.flights.get(flightKey) === flight) this.flights.delete(flightKey);
+    }
+  }
+
+  private count(grant: AttemptGrant, provider: LlmProvider, result: CacheResult): void {
+    this.metrics.llmCache.inc({ provider, result });
+    if (result !== 'miss') grant.stats.llmCached++;
+  }
+
+  /** Streams the flight to one client; resolves when the client has its answer or went away. */
+  private serve(res: ServerResponse, flight: Flight, result: CacheResult): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const sink: FlightSink = {
+        head: (h) => {
+          if (res.headersSent) return;
+          res.setHeader(CACHE_HEADER, res.getHeader(CACHE_HEADER) ?? result);
+          res.writeHead(h.status, answerHeaders(h));
+        },
+        chunk: (c) => void res.write(c),
+        end: () => res.end(resolve),
+        fail: (err) => {
+          if (!res.headersSent) fail(res, 502, `onceflow: upstream request failed: ${err.message}`);
+          else res.destroy(err);
+          resolve();
+        },
+      };
+      // A client that goes away stops receiving; the upstream call goes on for the others and the cache.
+      res.once('close', () => {
+        flight.leave(sink);
+        resolve();
+      });
+      flight.join(sink);
+    });
+  }
+
+  /** One upstream call feeding the flight; resolves when the answer has ended. */
+  private callUpstream(req: IncomingMessage, grant: AttemptGrant, provider: LlmProvider, url: URL, body: Buffer, flight: Flight): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const up = this.send(req, url, body, (upRes) => {
+        this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
+        grant.stats.llmUpstream++;
+        flight.setHead({ status: upRes.statusCode ?? 502, headers: upRes.headers });
+        upRes.on('data', (c: Buffer) => flight.push(c));
+        upRes.once('end', () => {
+          flight.end();
+          resolve();
+        });
+        upRes.once('error', (err) => {
+          flight.fail(err);
+          reject(err);
+        });
+      });
+      up.once('error', (err) => {
+        if (!flight.head) this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
+        flight.fail(err);
+        reject(err);
+      });
+    });
+  }
+
+  /** Not cacheable (not a JSON POST, or the cache is off): forwarded as is, aborted with its client. */
+  private forward(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, provider: LlmProvider, url: URL, body: Buffer): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const up = this.send(req, url, body, (upRes) => {
+        this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
+        grant.stats.llmUpstream++;
+        res.setHeader(CACHE_HEADER, 'miss');
+        res.writeHead(upRes.statusCode ?? 502, answerHeaders({ status: upRes.statusCode ?? 502, headers: upRes.headers }));
+        upRes.pipe(res);
+        upRes.once('end', () => resolve());
+        upRes.once('error', () => resolve());
+      });
+      up.once('error', (err) => {
+        this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
+        if (!res.headersSent) fail(res, 502, `onceflow: upstream request failed: ${err.message}`);
+        else res.destroy();
+        resolve();
+      });
+      res.once('close', () => {
+        if (!res.writableFinished) up.destroy();
+        resolve();
+      });
+    });
+  }
+
+  private send(req: IncomingMessage, url: URL, body: Buffer, onResponse: (res: IncomingMessage) => void) {
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value === undefined || HOP_BY_HOP.has(name) || name.startsWith('x-onceflow')) continue;
+      headers[name] = value;
+    }
+    // Identity: the answer is stored and replayed as the bytes it is, with its content-type only.
+    headers['accept-encoding'] = 'identity';
+    if (body.length || req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH') headers['content-length'] = body.length;
+    const options = { method: req.method, headers, timeout: UPSTREAM_IDLE_MS };
+    const up =
+      url.protocol === 'https:'
+        ? httpsRequest(url, { ...options, agent: this.httpsAgent }, onResponse)
+        : httpRequest(url, { ...options, agent: this.httpAgent }, onResponse);
+    up.once('timeout', () => up.destroy(new Error(`no answer from the upstream for ${UPSTREAM_IDLE_MS / 1000} s`)));
+    up.end(body);
+    return up;
+  }
+}
+
+/**
+ * The upstream URL for a proxy path, or undefined when the path could leave the configured base
+ * (`..` segments, encoded or not, another host): only the configured upstreams are ever contacted.
+ */
+export function upstreamUrl(base: string, rest: string): { url: URL; path: string } | undefined {
+  if (!rest.startsWith('/') || rest.includes('\\') || rest.startsWith('//')) return undefined;
+  const q = rest.indexOf('?');
+  const path = q === -1 ? rest : rest.slice(0, q);
+  let url: URL;
+  try {
+    url = new URL(base + rest);
+  } catch {
+    return undefined;
+  }
+  const b = new URL(base);
+  const prefix = b.pathname.replace(/\/+$/, '');
+  if (url.origin !== b.origin || (prefix && url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`))) return undefined;
+  if (url.pathname !== `${prefix}${path}`) return undefined; // the URL parser rewrote it (dot segments)
+  return { url, path };
+}
+
+function answerHeaders(h: FlightHead): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(h.headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || name === 'set-cookie') continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+function encoded(h: FlightHead): boolean {
+  const enc = headerString(h.headers['content-encoding']);
+  return !!enc && enc !== 'identity';
+}
+
+function headerString(v: string | string[] | undefined): string | null {
+  return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+}
+
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    let over = false;
+    req.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n > limit) over = true;
+      else chunks.push(c);
+    });
+    req.once('end', () => resolve(over ? undefined : Buffer.concat(chunks, n)));
+    req.once('error', reject);
+  });
+}
+
+export function fail(res: ServerResponse, status: number, message: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const json = JSON.stringify({ error: { message, type: 'onceflow_error' } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
+}
