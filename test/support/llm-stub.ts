@@ -15,7 +15,8 @@ export interface LlmCall {
  * It answers `/v1/chat/completions` (OpenAI shape) and `/v1/messages` (Anthropic shape), as JSON or
  * — with `"stream": true` — as server-sent events sent in several pieces; every answer carries a
  * serial number, so a replayed answer is told apart from a fresh one. `delayMs` holds each answer
- * (to overlap identical requests); `failNext` scripts error statuses.
+ * (to overlap identical requests); `failNext` scripts error statuses; a numeric `pad` in the body
+ * makes the answer that many bytes longer.
  */
 export class LlmStub {
   readonly calls: LlmCall[] = [];
@@ -75,7 +76,8 @@ export class LlmStub {
       return;
     }
     const n = ++this.serial;
-    const text = `answer #${n} to ${JSON.stringify(body.messages ?? body.input ?? null).slice(0, 80)}`;
+    const pad = typeof body.pad === 'number' ? 'x'.repeat(Math.min(body.pad, 1 << 20)) : '';
+    const text = `answer #${n} to ${JSON.stringify(body.messages ?? body.input ?? null).slice(0, 80)}${pad}`;
     if (body.stream === true) return this.stream(res, provider, n, text);
     const json =
       provider === 'anthropic'

@@ -34,6 +34,11 @@ export class Flight {
     return this.state !== 'failed' && !this.overflowed;
   }
 
+  /** The whole answer is here: who joins now is served from memory, as from the cache. */
+  get ended(): boolean {
+    return this.state === 'ended';
+  }
+
   /** Everything received, while it fits (the answer to store). */
   get body(): Buffer | undefined {
     return this.overflowed ? undefined : Buffer.concat(this.chunks, this.bytes);

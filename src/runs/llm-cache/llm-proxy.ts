@@ -69,8 +69,10 @@ export class LlmProxy {
     const flightKey = `${scope}|${key.hash}`;
     const current = this.flights.get(flightKey);
     if (current?.joinable) {
-      this.count(grant, provider, 'coalesced');
-      return this.serve(res, current, 'coalesced');
+      // Ended: the answer is complete and being stored — as good as a cache hit.
+      const result = current.ended ? 'hit' : 'coalesced';
+      this.count(grant, provider, result);
+      return this.serve(res, current, result);
     }
     // Registered before any await: an identical request arriving meanwhile joins this one.
     const flight = new Flight(Math.max(this.config.llmCacheMaxBytes, 1));
@@ -224,6 +226,8 @@ export function upstreamUrl(base: string, rest: string): { url: URL; path: strin
   if (!rest.startsWith('/') || rest.includes('\\') || rest.startsWith('//')) return undefined;
   const q = rest.indexOf('?');
   const path = q === -1 ? rest : rest.slice(0, q);
+  // Encoded dots and slashes could be decoded into `..` by a server behind the upstream.
+  if (/%2e|%2f|%5c/i.test(path)) return undefined;
   let url: URL;
   try {
     url = new URL(base + rest);
