@@ -13,12 +13,16 @@ import { dispatchStorm, planeStorm } from './chaos/load';
 import { freePort, repoRoot, rng, waitFor } from './chaos/util';
 import { Witness } from './chaos/witness';
 import { collectFigures, printTable } from './demo-report';
+import { STEPS_DEMO_TAG, stepsDemo } from './demo-steps';
+import { LlmStub } from '../test/support/llm-stub';
 
 /**
- * `npm run demo`: starts onceflow (one `all` process + one extra worker) against the configured
- * Postgres and Redis — in a database and Redis prefix of its own (`onceflow_demo`), reset on every
- * run, so real data is never touched — fires a duplicate dispatch storm and a signed Plane webhook
- * storm, prints what happened, where to look, and stops. `--keep` leaves the app running until Ctrl-C.
+ * `npm run demo`: starts onceflow (API, scheduler and two workers as separate processes) against
+ * the configured Postgres and Redis — in a database and Redis prefix of its own (`onceflow_demo`),
+ * reset on every run, so real data is never touched — fires a duplicate dispatch storm and a
+ * signed Plane webhook storm, then kills a worker in the middle of a multi-step run (steps and
+ * the LLM cache, docs/steps.md), prints what happened, where to look, and stops. `--keep` leaves
+ * the app running until Ctrl-C.
  */
 const DEMO = 'onceflow_demo';
 const ADMIN_USER = 'demo';
@@ -45,6 +49,7 @@ async function main(): Promise<void> {
   const adminPassword = randomBytes(9).toString('base64url');
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3 });
   const slack = await SlackStub.start();
+  const llm = await LlmStub.start();
   const execFile = join(dir, 'executions.log');
   const witness = new Witness(execFile).start();
   let processes: AppProcess[] = [];
@@ -67,18 +72,25 @@ async function main(): Promise<void> {
       PLANE_PROJECT_MAX_CONCURRENT_RUNS: '4',
       // A local stand-in for Slack: the demo never posts to a real channel.
       SLACK_WEBHOOK_URL: slack.url,
-      ORCHESTRATOR_COMMAND: `sh '${join(repoRoot(), 'test/support/fake-orchestrator.sh')}' '${execFile}'`,
+      // The storms run the test orchestrator (it records every execution for the table); the steps
+      // part runs the bundled sample orchestrator, slowed down so that a worker can die mid-run.
+      ORCHESTRATOR_COMMAND: `case "$RUN_REQUIREMENT" in '${STEPS_DEMO_TAG}'*) SAMPLE_STEP_PAUSE=1.5 OPENAI_API_KEY=sk-demo-not-a-real-key exec sh '${join(repoRoot(), 'scripts/sample-orchestrator.sh')}' ;; *) exec sh '${join(repoRoot(), 'test/support/fake-orchestrator.sh')}' '${execFile}' ;; esac`,
+      // A local stand-in for the LLM provider: the demo never calls a real one.
+      LLM_OPENAI_UPSTREAM: llm.openaiUrl,
+      RUN_LOCK_TTL_MS: '5000',
+      QUEUE_LOCK_DURATION_MS: '5000',
+      QUEUE_STALLED_INTERVAL_MS: '2000',
       WORKSPACE_ROOT: join(dir, 'workspaces'),
       RECONCILE_INTERVAL_MS: '2000',
     };
     // 3000 when free (a stable URL to open), else any free port.
     const port = await freePort(Number(process.env.DEMO_PORT ?? 3000));
-    const app = new AppProcess('app', 'all', env, join(dir, 'logs', 'app.log'), port);
-    const worker = new AppProcess('worker', 'worker', env, join(dir, 'logs', 'worker.log'));
-    processes = [app, worker];
-    say('starting onceflow: one process with every role + one extra worker process …');
-    await app.start();
-    await worker.start();
+    const app = new AppProcess('api', 'api', env, join(dir, 'logs', 'api.log'), port);
+    const scheduler = new AppProcess('scheduler', 'scheduler', env, join(dir, 'logs', 'scheduler.log'));
+    const workers = [1, 2].map((i) => new AppProcess(`worker-${i}`, 'worker', env, join(dir, 'logs', `worker-${i}.log`)));
+    processes = [app, scheduler, ...workers];
+    say('starting onceflow: API, scheduler and two workers, each its own process …');
+    await Promise.all(processes.map((p) => p.start()));
     const client = new ApiClient(app.url, apiKey);
     const rand = rng(Date.now());
 
@@ -100,6 +112,7 @@ async function main(): Promise<void> {
     witness.poll();
     const figures = await collectFigures(db, processes, runs, plane, witness, slack);
     printTable(figures);
+    await stepsDemo(client, db, workers, llm, say);
     say('');
     say(`Where to look${keep ? '' : ' (while the app runs: `npm run demo -- --keep`)'}:`);
     say(`  Bull Board   ${app.url}/admin/queues   (user ${ADMIN_USER}, password ${adminPassword})`);
@@ -117,6 +130,7 @@ async function main(): Promise<void> {
     await Promise.all(processes.map((p) => p.stop()));
     witness.stop();
     await slack.close();
+    await llm.close();
     await pg?.end();
     await redis.quit();
   }

@@ -55,6 +55,15 @@ describe('steps under worker crashes and freezes', () => {
   const began = (runId: string, step: string, attempt: number) => () =>
     stepLines(log, runId).some((l) => l.kind === 'stepbegin' && l.extra === step && l.attempt === attempt);
 
+  /** Two workers; the one that claimed the run is the victim, the other takes over. */
+  async function holder(runId: string): Promise<{ victim: WorkerProcess; other: WorkerProcess }> {
+    const { rows } = await db().query(`SELECT lease_owner FROM runs WHERE id = $1 AND status = 'RUNNING'`, [runId]);
+    const pid = Number(String(rows[0]?.lease_owner ?? '').split(':')[1]);
+    const victim = workers.find((w) => w.child.pid === pid);
+    if (!victim) throw new Error(`run ${runId} is not held by a test worker (lease owner ${rows[0]?.lease_owner})`);
+    return { victim, other: workers.find((w) => w !== victim)! };
+  }
+
   it('kill -9 of the worker after 2 of 4 steps: the next attempt runs only steps 3–4, each effect once, one LLM call', async () => {
     const a = await startProcess(env);
     workers.push(a);
@@ -69,7 +78,7 @@ describe('steps under worker crashes and freezes', () => {
     await waitFor(() => stepPids.every((pid) => !isAlive(pid)), 5_000, "the killed worker's commands to die");
     const b = await startProcess(env);
     workers.push(b);
-    await waitForStatus([run.id], ['SUCCESS'], 30_000);
+    await waitForStatus([run.id], ['SUCCESS'], 60_000);
     expect(stepsBegunIn(log, run.id, 1)).toEqual(['s1', 's2', 's3']);
     expect(stepsBegunIn(log, run.id, 2)).toEqual(['s3', 's4']);
     expect(effectsByStep(log, run.id)).toEqual({ s1: 1, s2: 1, s3: 1, s4: 1 });
@@ -86,19 +95,17 @@ describe('steps under worker crashes and freezes', () => {
       expect(out).toContain('run started');
       expect(out).not.toMatch(/ofr_|sk-test|\/llm\//);
     }
-  });
+  }, 120_000);
 
   it('a frozen worker and a process that escaped its attempt are refused: nothing recorded, no effect', async () => {
-    const a = await startProcess(env);
-    workers.push(a);
+    workers = await Promise.all([startProcess(env), startProcess(env)]);
     const project = await createProject(api.http);
     // The escaped process (its own session, so the group kill misses it) calls `onceflow step` 2 s in.
     const run = await createRun(api.http, project.id, 'steps=3 slow=2 escape=2', true);
-    await waitFor(began(run.id, 's2', 1), 20_000, 'step s2 of attempt 1 to begin');
+    await waitFor(began(run.id, 's2', 1), 30_000, 'step s2 of attempt 1 to begin');
+    const { victim: a } = await holder(run.id);
     a.child.kill('SIGSTOP');
-    const b = await startProcess(env);
-    workers.push(b);
-    await waitForStatus([run.id], ['SUCCESS'], 30_000);
+    await waitForStatus([run.id], ['SUCCESS'], 60_000);
     // The frozen worker wakes up: its late heartbeat loses the lease, and the escaped call it was
     // holding is answered "no longer holds the run".
     a.child.kill('SIGCONT');
@@ -114,5 +121,5 @@ describe('steps under worker crashes and freezes', () => {
       { name: 's2', attempt: 2 },
       { name: 's3', attempt: 2 },
     ]);
-  });
+  }, 120_000);
 });
