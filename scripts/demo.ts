@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Redis from 'ioredis';
@@ -45,6 +45,12 @@ async function main(): Promise<void> {
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0';
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-demo-'));
   mkdirSync(join(dir, 'logs'));
+  // Run commands execute as an unprivileged user: they write into this directory and run a copy
+  // of the test orchestrator that anyone may read.
+  chmodSync(dir, 0o777);
+  const fakeOrchestrator = join(dir, 'fake-orchestrator.sh');
+  copyFileSync(join(repoRoot(), 'test/support/fake-orchestrator.sh'), fakeOrchestrator);
+  chmodSync(fakeOrchestrator, 0o755);
   const apiKey = `demo_${randomBytes(16).toString('hex')}`;
   const adminPassword = randomBytes(9).toString('base64url');
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3 });
@@ -74,7 +80,7 @@ async function main(): Promise<void> {
       SLACK_WEBHOOK_URL: slack.url,
       // The storms run the test orchestrator (it records every execution for the table); the steps
       // part runs the bundled sample orchestrator, slowed down so that a worker can die mid-run.
-      ORCHESTRATOR_COMMAND: `case "$RUN_REQUIREMENT" in '${STEPS_DEMO_TAG}'*) SAMPLE_STEP_PAUSE=1.5 OPENAI_API_KEY=sk-demo-not-a-real-key exec sh '${join(repoRoot(), 'scripts/sample-orchestrator.sh')}' ;; *) exec sh '${join(repoRoot(), 'test/support/fake-orchestrator.sh')}' '${execFile}' ;; esac`,
+      ORCHESTRATOR_COMMAND: `case "$RUN_REQUIREMENT" in '${STEPS_DEMO_TAG}'*) SAMPLE_STEP_PAUSE=1.5 OPENAI_API_KEY=sk-demo-not-a-real-key exec onceflow-sample-orchestrator ;; *) exec sh '${fakeOrchestrator}' '${execFile}' ;; esac`,
       // A local stand-in for the LLM provider: the demo never calls a real one.
       LLM_OPENAI_UPSTREAM: llm.openaiUrl,
       RUN_LOCK_TTL_MS: '5000',

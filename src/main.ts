@@ -1,11 +1,14 @@
 import { checkServices, ServiceUnreachableError } from './common/preflight';
-import { ConfigError } from './config/app-config';
+import { ConfigError, roleRunsWorkers } from './config/app-config';
 import { configFromProcessEnv, DEV_KEY_FILE } from './config/env';
 import { createApp } from './bootstrap';
 import { prepareDatabase } from './database/prepare-database';
+import { resolveRunIdentity } from './runs/executor/run-identity';
 
 async function main(): Promise<void> {
   const config = configFromProcessEnv();
+  // A worker that cannot run commands safely says so in one line, before anything starts.
+  if (roleRunsWorkers(config.role) && config.runExecutor === 'shell') resolveRunIdentity(config.runAsUser);
   await checkServices(config);
   await prepareDatabase(config.databaseUrl);
   const app = await createApp(config);

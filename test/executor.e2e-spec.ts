@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ExecutionRequest } from '../src/runs/executor/executor';
+import { resolveRunIdentity } from '../src/runs/executor/run-identity';
 import { ShellExecutor } from '../src/runs/executor/shell-executor';
 import {
   auth,
@@ -117,7 +118,7 @@ describe('ShellExecutor and aborts', () => {
 
   it('a command that finished on its own counts as finished, even when the lease was lost before its exit reached us', async () => {
     const m = markers('raced');
-    const executor = new ShellExecutor(`touch '${m.started}'; sleep 0.3; echo done > '${m.finished}'`, process.env);
+    const executor = new ShellExecutor(`touch '${m.started}'; sleep 0.3; echo done > '${m.finished}'`, process.env, resolveRunIdentity(undefined));
     const abort = new AbortController();
     const pending = executor.execute(request('raced'), abort.signal);
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');
@@ -135,7 +136,7 @@ describe('ShellExecutor and aborts', () => {
 
   it('a command the abort killed is aborted', async () => {
     const m = markers('killed');
-    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env);
+    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env, resolveRunIdentity(undefined));
     const abort = new AbortController();
     const pending = executor.execute(request('killed'), abort.signal);
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');

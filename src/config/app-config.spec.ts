@@ -52,4 +52,29 @@ describe('loadConfig', () => {
     expect(c.planeWebhookSecrets).toEqual(['a', 'b']);
     expect(c.planeBotActorIds).toEqual(['x']);
   });
+
+  it('refuses to pass onceflow credentials or malformed names through to commands', () => {
+    expect(loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'OPENAI_API_KEY, GIT_TOKEN' }).orchestratorEnvPassthrough).toEqual([
+      'OPENAI_API_KEY',
+      'GIT_TOKEN',
+    ]);
+    for (const name of ['API_KEYS', 'DATABASE_URL', 'ADMIN_PASSWORD', 'SLACK_WEBHOOK_URL', 'REDIS_URL', 'PLANE_WEBHOOK_SECRETS']) {
+      expect(() => loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: `X,${name}` })).toThrow(ConfigError);
+    }
+    expect(() => loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'A=B' })).toThrow(/not a variable name/);
+  });
+
+  it('reads the LLM cache settings, and refuses an upstream with credentials or a query', () => {
+    expect(loadConfig(base)).toMatchObject({
+      llmOpenaiUpstream: 'https://api.openai.com/v1',
+      llmAnthropicUpstream: 'https://api.anthropic.com',
+      llmCacheScope: 'run',
+      llmCacheTtlMs: 604_800_000,
+      llmCacheMaxBytes: 8_388_608,
+    });
+    expect(loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'http://127.0.0.1:9/v1/' }).llmOpenaiUpstream).toBe('http://127.0.0.1:9/v1');
+    expect(() => loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'https://u:p@x.example/v1' })).toThrow(ConfigError);
+    expect(() => loadConfig({ ...base, LLM_ANTHROPIC_UPSTREAM: 'https://x.example/?a=1' })).toThrow(ConfigError);
+    expect(() => loadConfig({ ...base, LLM_CACHE_SCOPE: 'global' })).toThrow(ConfigError);
+  });
 });

@@ -46,6 +46,13 @@ export interface AppConfig {
   llmCacheScope: LlmCacheScope;
   llmCacheTtlMs: number;
   llmCacheMaxBytes: number;
+  /**
+   * Who a run's command runs as: a user name or `uid:gid`, `same` (the worker's own user, with
+   * the risks that brings), or undefined for the default unprivileged user (resolved at start).
+   */
+  runAsUser: string | undefined;
+  /** Names of worker variables a run's command may also see (besides the allow-list). */
+  orchestratorEnvPassthrough: string[];
   /** Port of the worker's API for its own commands (steps, values, LLM proxy) on 127.0.0.1; 0 = any free one. */
   workerApiPort: number;
 }
@@ -100,14 +107,38 @@ function upstream(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+/** onceflow's own credentials: never handed to a run's command, whatever the operator lists. */
+export const WITHHELD_FROM_COMMANDS = [
+  'API_KEYS',
+  'ADMIN_USER',
+  'ADMIN_PASSWORD',
+  'PLANE_WEBHOOK_SECRETS',
+  'SLACK_WEBHOOK_URL',
+  'DATABASE_URL',
+  'REDIS_URL',
+];
+
+function passthrough(env: Env): string[] {
+  const names = list(env, 'ORCHESTRATOR_ENV_PASSTHROUGH');
+  for (const n of names) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n)) throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH: "${n}" is not a variable name`);
+    if (WITHHELD_FROM_COMMANDS.includes(n))
+      throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH may not list ${n}: onceflow's credentials never reach a command`);
+  }
+  return names;
+}
+
 function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: readonly T[]): T {
   const raw = str(env, name, fallback) as T;
   if (!allowed.includes(raw)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
   return raw;
 }
 
-/** The bundled sample orchestrator: writes a result file into the run's workspace. */
-export const SAMPLE_ORCHESTRATOR = resolve(__dirname, '../../../scripts/sample-orchestrator.sh');
+/**
+ * The bundled sample orchestrator (scripts/sample-orchestrator.sh), which every worker installs on
+ * its commands' PATH under this name.
+ */
+export const SAMPLE_ORCHESTRATOR_COMMAND = 'onceflow-sample-orchestrator';
 
 export function loadConfig(env: Env, generateDevKey: () => string = () => ''): AppConfig {
   const nodeEnv = str(env, 'NODE_ENV', 'development')!;
@@ -149,7 +180,7 @@ export function loadConfig(env: Env, generateDevKey: () => string = () => ''): A
     planeProjectMaxConcurrentRuns: int(env, 'PLANE_PROJECT_MAX_CONCURRENT_RUNS', 1, 1, 10000),
     webhookBodyLimitBytes: int(env, 'WEBHOOK_BODY_LIMIT_BYTES', 1024 * 1024, 1024),
     slackWebhookUrl: url(env, 'SLACK_WEBHOOK_URL', undefined, ['http:', 'https:']),
-    orchestratorCommand: str(env, 'ORCHESTRATOR_COMMAND', `sh '${SAMPLE_ORCHESTRATOR}'`)!,
+    orchestratorCommand: str(env, 'ORCHESTRATOR_COMMAND', SAMPLE_ORCHESTRATOR_COMMAND)!,
     runExecutor: oneOf<RunExecutorKind>(env, 'RUN_EXECUTOR', 'shell', ['shell', 'noop']),
     runTimeoutMs: int(env, 'RUN_TIMEOUT_MS', 3600000, 100),
     runMaxAttempts: int(env, 'RUN_MAX_ATTEMPTS', 5, 1, 1000),
@@ -174,6 +205,8 @@ export function loadConfig(env: Env, generateDevKey: () => string = () => ''): A
     llmCacheTtlMs: int(env, 'LLM_CACHE_TTL_MS', 7 * 24 * 3600 * 1000, 1000),
     llmCacheMaxBytes: int(env, 'LLM_CACHE_MAX_BYTES', 8 * 1024 * 1024, 0, 512 * 1024 * 1024),
     workerApiPort: int(env, 'WORKER_API_PORT', 0, 0, 65535),
+    runAsUser: str(env, 'RUN_AS_USER'),
+    orchestratorEnvPassthrough: passthrough(env),
   };
 }
 

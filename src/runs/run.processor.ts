@@ -144,11 +144,13 @@ export class RunProcessor implements OnModuleInit {
       throw new RetryLaterError(this.config.runLockTtlMs + 100, 'attempt aborted (lock lost or cancelled)');
     }
     const base = { runId, token, projectName, requirement, outputTail: result.outputTail, workerId: this.workerId };
-    const describe = result.timedOut
-      ? `timed out after ${this.config.runTimeoutMs} ms`
-      : result.signal
-        ? `killed by ${result.signal}`
-        : `exit ${result.exitCode}`;
+    const describe = result.startError
+      ? `could not start the command: ${result.startError}`
+      : result.timedOut
+        ? `timed out after ${this.config.runTimeoutMs} ms`
+        : result.signal
+          ? `killed by ${result.signal}`
+          : `exit ${result.exitCode}`;
     let to: RunStatus.SUCCESS | RunStatus.FAILED | RunStatus.RETRYING;
     let reason = describe;
     let delay = 0;

@@ -6,6 +6,7 @@ import { OutboxModule } from '../notifications/outbox.module';
 import { DispatchService } from './dispatch.service';
 import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
 import { NoopExecutor } from './executor/noop-executor';
+import { prepareWorkspaceRoot, resolveRunIdentity } from './executor/run-identity';
 import { ShellExecutor } from './executor/shell-executor';
 import { IdempotencyService } from './idempotency.service';
 import { ProjectsController } from './projects.controller';
@@ -45,8 +46,12 @@ export class RunsModule {
           {
             provide: RUN_EXECUTOR,
             inject: [APP_CONFIG],
-            useFactory: (config: AppConfig): RunExecutor =>
-              config.runExecutor === 'noop' ? new NoopExecutor() : new ShellExecutor(config.orchestratorCommand, processEnvironment()),
+            useFactory: (config: AppConfig): RunExecutor => {
+              if (config.runExecutor === 'noop') return new NoopExecutor();
+              const identity = resolveRunIdentity(config.runAsUser);
+              prepareWorkspaceRoot(config.workspaceRoot, identity);
+              return new ShellExecutor(config.orchestratorCommand, processEnvironment(), identity, config.orchestratorEnvPassthrough);
+            },
           },
         ]
       : [];

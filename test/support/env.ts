@@ -1,12 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { AppConfig, loadConfig } from '../../src/config/app-config';
 
 export const API_KEY = 'test-api-key-0123456789abcdef';
 export const ROOT = resolve(__dirname, '../..');
-export const FAKE_ORCHESTRATOR = join(ROOT, 'test/support/fake-orchestrator.sh');
+/**
+ * The test orchestrators, from a world-readable copy the global setup made: a run's command runs
+ * as an unprivileged user, which may not enter the directory the repository was cloned into.
+ */
+export const TEST_SCRIPTS = process.env.ONCEFLOW_TEST_SCRIPTS ?? join(ROOT, 'test/support');
+export const FAKE_ORCHESTRATOR = join(TEST_SCRIPTS, 'fake-orchestrator.sh');
 
 export const testDatabaseUrl = () => process.env.ONCEFLOW_TEST_DATABASE_URL!;
 export const testRedisUrl = () => process.env.ONCEFLOW_TEST_REDIS_URL!;
@@ -16,8 +21,11 @@ export function uniquePrefix(tag: string): string {
   return `oft_${process.env.ONCEFLOW_TEST_RUN_ID}_${tag}_${randomBytes(3).toString('hex')}`;
 }
 
+/** A scratch directory the run's command (an unprivileged user) may write into, as tests expect. */
 export function tempDir(tag: string): string {
-  return mkdtempSync(join(tmpdir(), `onceflow-${tag}-`));
+  const dir = mkdtempSync(join(tmpdir(), `onceflow-${tag}-`));
+  chmodSync(dir, 0o777);
+  return dir;
 }
 
 /**

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { prepareDatabase } from '../../src/database/prepare-database';
 
 /**
@@ -12,4 +15,13 @@ export default async function globalSetup(): Promise<void> {
   process.env.ONCEFLOW_TEST_DATABASE_URL = `${base}/onceflow_test_${id}`;
   process.env.ONCEFLOW_TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
   await prepareDatabase(process.env.ONCEFLOW_TEST_DATABASE_URL);
+  // Run commands execute as an unprivileged user: they get the test orchestrators from a copy
+  // anyone may read, wherever the repository was cloned.
+  const scripts = mkdtempSync(join(tmpdir(), 'onceflow-test-scripts-'));
+  for (const f of readdirSync(__dirname).filter((n) => /\.(sh|js)$/.test(n) && !n.startsWith('stryker'))) {
+    copyFileSync(join(__dirname, f), join(scripts, f));
+    chmodSync(join(scripts, f), 0o755);
+  }
+  chmodSync(scripts, 0o755);
+  process.env.ONCEFLOW_TEST_SCRIPTS = scripts;
 }

@@ -1,8 +1,10 @@
 import Redis from 'ioredis';
+import { rmSync } from 'node:fs';
 import { Client } from 'pg';
 
 /** Drops the run's database and Redis keys unless KEEP_TEST_DB is set (for post-mortems). */
 export default async function globalTeardown(): Promise<void> {
+  if (process.env.ONCEFLOW_TEST_SCRIPTS) rmSync(process.env.ONCEFLOW_TEST_SCRIPTS, { recursive: true, force: true });
   if (process.env.KEEP_TEST_DB) return;
   const url = new URL(process.env.ONCEFLOW_TEST_DATABASE_URL!);
   const name = url.pathname.slice(1);

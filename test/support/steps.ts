@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './env';
+import { TEST_SCRIPTS } from './env';
 
-export const STEPS_ORCHESTRATOR = join(ROOT, 'test/support/steps-orchestrator.sh');
+export const STEPS_ORCHESTRATOR = join(TEST_SCRIPTS, 'steps-orchestrator.sh');
 
 export interface StepLine {
   kind: 'start' | 'done' | 'fail' | 'stepbegin' | 'effect' | 'escaped';

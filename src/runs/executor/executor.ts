@@ -29,6 +29,8 @@ export interface ExecutionResult {
   outputTail: string;
   durationMs: number;
   pid?: number;
+  /** Set when the command could not be started at all (the attempt fails at once, with this reason). */
+  startError?: string;
 }
 
 /** EX_TEMPFAIL: the command asks to be retried later. */

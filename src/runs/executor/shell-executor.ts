@@ -1,8 +1,12 @@
-import { spawn } from 'node:child_process';
-import { mkdir } from 'node:fs/promises';
+import { ChildProcess, spawn } from 'node:child_process';
+import { chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { commandBaseEnv } from './command-env';
 import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, RunExecutor } from './executor';
 import { OutputTail } from './output-tail';
+import type { RunIdentity } from './run-identity';
 
 /**
  * The command runs in its own process group next to a tiny watchdog that reads fd 3, a socket only
@@ -19,8 +23,14 @@ const WRAPPER = `(while b=$(timeout --foreground "$2" head -c 1 <&3 2>/dev/null)
 exec 3<&-
 exec /bin/sh -c "$1"`;
 
-/** onceflow's own credentials are not the orchestrator's business. */
-const WITHHELD = ['API_KEYS', 'ADMIN_PASSWORD', 'PLANE_WEBHOOK_SECRETS', 'SLACK_WEBHOOK_URL', 'DATABASE_URL', 'REDIS_URL'];
+/** RUN_REQUIREMENT is set only up to this size (Linux caps one variable at 128 KiB; the file always has it). */
+export const REQUIREMENT_ENV_MAX_BYTES = 64 * 1024;
+
+interface Prepared {
+  env: NodeJS.ProcessEnv;
+  /** The attempt's private directory (requirement file; HOME when the command runs as another user). */
+  dir: string;
+}
 
 export class ShellExecutor implements RunExecutor {
   readonly kind = 'shell';
@@ -28,19 +38,44 @@ export class ShellExecutor implements RunExecutor {
 
   constructor(
     private readonly command: string,
-    private readonly baseEnv: NodeJS.ProcessEnv,
+    private readonly workerEnv: NodeJS.ProcessEnv,
+    private readonly identity: RunIdentity,
+    private readonly passthrough: readonly string[] = [],
   ) {}
 
   async execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
     const started = Date.now();
+    let prepared: Prepared;
+    try {
+      prepared = await this.prepare(req);
+    } catch (err) {
+      return notStarted(started, `could not prepare its workspace: ${(err as Error).message}`);
+    }
+    try {
+      return await this.run(req, signal, prepared, started);
+    } finally {
+      await rm(prepared.dir, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  /** The workspace (owned by the run's user), the requirement file, and the command's environment. */
+  private async prepare(req: ExecutionRequest): Promise<Prepared> {
     await mkdir(req.workspace, { recursive: true });
-    const env: NodeJS.ProcessEnv = { ...this.baseEnv };
-    for (const name of WITHHELD) delete env[name];
+    const dir = await mkdtemp(join(tmpdir(), 'onceflow-attempt-'));
+    const requirementFile = join(dir, 'requirement.txt');
+    await writeFile(requirementFile, req.requirement, { mode: 0o600 });
+    if (this.identity.kind === 'user') {
+      const { uid, gid } = this.identity;
+      for (const path of [req.workspace, dir, requirementFile]) await chown(path, uid, gid);
+    }
+    const env: NodeJS.ProcessEnv = commandBaseEnv(this.workerEnv, this.passthrough);
+    // The worker's HOME is no place for another user's files (and may hold the worker's own).
+    if (this.identity.kind === 'user') env.HOME = dir;
     Object.assign(env, {
       RUN_ID: req.runId,
       RUN_ATTEMPT: String(req.attempt),
       RUN_FENCING_TOKEN: req.fencingToken,
-      RUN_REQUIREMENT: req.requirement,
+      RUN_REQUIREMENT_FILE: requirementFile,
       PROJECT_ID: req.projectId,
       PROJECT_NAME: req.projectName,
       PROJECT_WORKSPACE: req.projectWorkspace,
@@ -48,15 +83,27 @@ export class ShellExecutor implements RunExecutor {
       IDEMPOTENCY_KEY: req.idempotencyKey,
       ...req.runApi?.env,
     });
+    if (Buffer.byteLength(req.requirement) <= REQUIREMENT_ENV_MAX_BYTES) env.RUN_REQUIREMENT = req.requirement;
     if (req.runApi) env.PATH = env.PATH ? `${req.runApi.binDir}:${env.PATH}` : req.runApi.binDir;
+    return { env, dir };
+  }
+
+  private async run(req: ExecutionRequest, signal: AbortSignal, prepared: Prepared, started: number): Promise<ExecutionResult> {
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
     const watchdogSecs = ((req.watchdogMs ?? 365 * 24 * 3600 * 1000) / 1000).toFixed(3);
-    const child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command, watchdogSecs], {
-      cwd: req.workspace,
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command, watchdogSecs], {
+        cwd: req.workspace,
+        env: prepared.env,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        ...(this.identity.kind === 'user' ? { uid: this.identity.uid, gid: this.identity.gid } : {}),
+      });
+    } catch (err) {
+      // E2BIG (a variable over the kernel's limit), EPERM, …: thrown before any process exists.
+      return notStarted(started, (err as Error).message);
+    }
     const lifeline = child.stdio[3] as Socket | null;
     // A keep-alive written after the watchdog died (it killed the group) fails with EPIPE or
     // ECONNRESET. Harmless: the command's exit decides the outcome; unhandled, it would crash the worker.
@@ -77,9 +124,10 @@ export class ShellExecutor implements RunExecutor {
         try {
           process.kill(-child.pid, 'SIGKILL');
         } catch {
-          /* already gone */
+          /* already gone — or not ours to signal: closing the lifeline makes the watchdog do it */
         }
       }
+      lifeline?.destroy();
     };
     const onAbort = () => {
       aborted = true;
@@ -92,9 +140,10 @@ export class ShellExecutor implements RunExecutor {
       killGroup();
     }, req.timeoutMs);
 
+    let startError: string | undefined;
     const { code, sig } = await new Promise<{ code: number | null; sig: string | null }>((resolve) => {
       child.once('error', (err) => {
-        tail.push(Buffer.from(`\n[onceflow] could not start the command: ${err.message}\n`));
+        startError = err.message;
         resolve({ code: null, sig: null });
       });
       child.once('exit', (c, s) => resolve({ code: c, sig: s }));
@@ -104,6 +153,7 @@ export class ShellExecutor implements RunExecutor {
     // Closing our end of the lifeline makes the watchdog clean up anything the command left behind.
     lifeline?.destroy();
     await waitForClose(child, 1000);
+    if (startError !== undefined) return notStarted(started, startError, tail.toString());
     return {
       outcome: classifyExit(code, sig, timedOut, aborted),
       exitCode: code,
@@ -116,7 +166,20 @@ export class ShellExecutor implements RunExecutor {
   }
 }
 
-function waitForClose(child: ReturnType<typeof spawn>, ms: number): Promise<void> {
+/** A command that could not be started fails its attempt at once, with the reason. */
+function notStarted(started: number, reason: string, output = ''): ExecutionResult {
+  return {
+    outcome: 'failed',
+    exitCode: null,
+    signal: null,
+    timedOut: false,
+    outputTail: `${output}[onceflow] could not start the command: ${reason}\n`,
+    durationMs: Date.now() - started,
+    startError: reason,
+  };
+}
+
+function waitForClose(child: ChildProcess, ms: number): Promise<void> {
   if (child.stdout?.destroyed && child.stderr?.destroyed) return Promise.resolve();
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
