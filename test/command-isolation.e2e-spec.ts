@@ -6,6 +6,7 @@ import {
   closeDb,
   createProject,
   createRun,
+  db,
   runStatus,
   startApp,
   startProcess,
@@ -42,6 +43,7 @@ describe('command isolation', () => {
     AWS_SECRET_ACCESS_KEY: `aws-secret-${Date.now()}`,
   };
   let env: Record<string, string>;
+  const runIds: string[] = [];
 
   beforeAll(async () => {
     writeFileSync(join(dir, 'snoop.sh'), SNOOP, { mode: 0o755 });
@@ -59,6 +61,8 @@ describe('command isolation', () => {
     worker = undefined;
   });
   afterAll(async () => {
+    // Their Slack messages point at a closed port: other files' sweeps must not find them.
+    await db().query('DELETE FROM notification_logs WHERE run_id = ANY($1)', [runIds]);
     await api.close();
     await closeDb();
   });
@@ -67,6 +71,7 @@ describe('command isolation', () => {
     worker = await startProcess(workerEnv);
     const project = await createProject(api.http);
     const run = await createRun(api.http, project.id, 'snoop', true);
+    runIds.push(run.id);
     await waitForStatus([run.id], ['SUCCESS'], 30_000);
     return readFileSync(join(dir, `snoop.${run.id}`), 'utf8');
   }
