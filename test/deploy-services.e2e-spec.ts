@@ -47,15 +47,18 @@ async function scratchDatabase(suffix: string): Promise<string> {
   return name;
 }
 
+/** What a managed Postgres gives its admin: roles and databases, no superuser. */
+const MANAGED_ADMIN = `oft_admin_${process.env.ONCEFLOW_TEST_RUN_ID}`;
+
 /** The compose init script, run as docker-entrypoint-initdb.d runs it (but over TCP). */
-async function roleScript(db: string): Promise<string> {
+async function roleScript(db: string, asUser?: string): Promise<string> {
   const target = new URL(testDatabaseUrl());
   const { stdout } = await run('bash', [SCRIPT], {
     env: {
       PATH: process.env.PATH,
       PGHOST: target.hostname,
       PGPORT: target.port || '5432',
-      POSTGRES_USER: decodeURIComponent(target.username) || 'postgres',
+      POSTGRES_USER: asUser ?? (decodeURIComponent(target.username) || 'postgres'),
       POSTGRES_DB: db,
       ONCEFLOW_DB_USER: ROLE,
       ONCEFLOW_DB_PASSWORD: PASSWORD,
@@ -95,6 +98,7 @@ afterAll(async () => {
   await admin(async (pg) => {
     for (const db of scratch) await pg.query(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`);
     await pg.query(`DROP ROLE IF EXISTS "${ROLE}"`);
+    await pg.query(`DROP ROLE IF EXISTS "${MANAGED_ADMIN}"`);
   });
 });
 
@@ -135,8 +139,14 @@ describe('the app database role (deploy/postgres/10-onceflow-app-role.sh)', () =
     const applied = await runMigrations(superuserUrl(db));
     expect((await notOwnedByRole(db)).length).toBeGreaterThan(0);
     await roleScript(db);
+    // A second run also takes back what someone granted the role in between.
+    await admin((pg) => pg.query(`ALTER ROLE "${ROLE}" CREATEDB CREATEROLE BYPASSRLS`));
     await roleScript(db);
     expect(await notOwnedByRole(db)).toEqual([]);
+    const { rows } = await admin((pg) =>
+      pg.query('SELECT rolsuper, rolcreatedb, rolcreaterole, rolbypassrls FROM pg_roles WHERE rolname = $1', [ROLE]),
+    );
+    expect(rows).toEqual([{ rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolbypassrls: false }]);
     // Owner of the tables and of their sequences: it can migrate and insert as before.
     const ds = new DataSource({ ...dataSourceOptions(roleUrl(db), 2) });
     await ds.initialize();
@@ -147,6 +157,28 @@ describe('the app database role (deploy/postgres/10-onceflow-app-role.sh)', () =
       const { rows } = await pg.query(`SELECT nextval(pg_get_serial_sequence('run_events', 'id'))::int AS n`);
       expect(rows[0].n).toBeGreaterThan(0);
     });
+  });
+});
+
+describe('the app database role on a managed Postgres', () => {
+  it('is set up by an admin that may create roles and databases but is no superuser', async () => {
+    await admin((pg) => pg.query(`CREATE ROLE "${MANAGED_ADMIN}" LOGIN CREATEROLE CREATEDB`));
+    const db = `${new URL(testDatabaseUrl()).pathname.slice(1)}_role_managed`;
+    await admin((pg) => pg.query(`CREATE DATABASE "${db}" OWNER "${MANAGED_ADMIN}"`));
+    scratch.push(db);
+    // The admin migrated it before (an install that connected as the admin), then hands it over.
+    const adminUrl = new URL(superuserUrl(db));
+    adminUrl.username = MANAGED_ADMIN;
+    const applied = await runMigrations(adminUrl.toString());
+    await roleScript(db, MANAGED_ADMIN);
+    expect(await notOwnedByRole(db)).toEqual([]);
+    const { rows } = await admin((pg) => pg.query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [db]));
+    expect(rows).toEqual([{ owner: ROLE }]);
+    const ds = new DataSource({ ...dataSourceOptions(roleUrl(db), 2) });
+    await ds.initialize();
+    await ds.undoLastMigration();
+    await ds.destroy();
+    expect(await runMigrations(roleUrl(db))).toEqual(applied.slice(-1));
   });
 });
 

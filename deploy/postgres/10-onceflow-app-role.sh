@@ -21,10 +21,19 @@ export ONCEFLOW_DB_USER="${ONCEFLOW_DB_USER:-onceflow_app}"
 psql -v ON_ERROR_STOP=1 --no-psqlrc --quiet --username "${POSTGRES_USER:-postgres}" --dbname "${POSTGRES_DB:-onceflow}" <<'SQL'
 \getenv app_user ONCEFLOW_DB_USER
 \getenv app_password ONCEFLOW_DB_PASSWORD
-SELECT format('CREATE ROLE %I', :'app_user') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'app_user') \gexec
-ALTER ROLE :"app_user" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD :'app_password';
+SELECT format('CREATE ROLE %I NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', :'app_user')
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'app_user') \gexec
+-- An existing role that holds more loses it (that takes a superuser: elsewhere this fails, loudly).
+SELECT format('ALTER ROLE %I NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', rolname) FROM pg_roles
+ WHERE rolname = :'app_user' AND (rolsuper OR rolcreatedb OR rolcreaterole OR rolreplication OR rolbypassrls) \gexec
+ALTER ROLE :"app_user" WITH LOGIN PASSWORD :'app_password';
+-- A managed service's admin is no superuser: handing objects to a role needs membership in it.
+SELECT format('GRANT %I TO CURRENT_USER', :'app_user') WHERE NOT pg_has_role(current_user, :'app_user', 'MEMBER') \gexec
 SELECT format('ALTER DATABASE %I OWNER TO %I', current_database(), :'app_user') \gexec
-ALTER SCHEMA public OWNER TO :"app_user";
+-- Postgres 15+: public belongs to pg_database_owner, i.e. now to the app role. Older servers:
+-- hand it over when this user may.
+SELECT format('ALTER SCHEMA public OWNER TO %I', :'app_user') FROM pg_namespace
+ WHERE nspname = 'public' AND pg_get_userbyid(nspowner) <> 'pg_database_owner' AND pg_has_role(current_user, nspowner, 'USAGE') \gexec
 -- What an earlier onceflow created as the superuser. ALTER TABLE also moves the sequences its
 -- columns own (run_events.id), and the indexes and constraints go with their table.
 SELECT format('ALTER TABLE public.%I OWNER TO %I', tablename, :'app_user') FROM pg_tables WHERE schemaname = 'public' \gexec
