@@ -5,6 +5,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppConfig, AppRole, roleServesApi } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { ALL_QUEUES } from '../queues/queue-names';
+import { adminSecurityMiddleware } from './admin-headers';
 import { adminAuthMiddleware } from './basic-auth';
 
 export const ADMIN_ROUTE = '/admin/queues';
@@ -28,7 +29,8 @@ export class AdminModule {
           useFactory: (config: AppConfig) => ({
             route: ADMIN_ROUTE,
             adapter: ExpressAdapter,
-            middleware: adminAuthMiddleware({ user: config.adminUser, password: config.adminPassword }),
+            // Framing headers and the same-origin check first: they hold for 401 and 503 answers too.
+            middleware: [adminSecurityMiddleware(), adminAuthMiddleware({ user: config.adminUser, password: config.adminPassword })],
             boardOptions: { uiConfig: { boardTitle: 'onceflow' } },
           }),
         }),

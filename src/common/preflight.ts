@@ -6,7 +6,8 @@ export class ServiceUnreachableError extends Error {}
 
 const HOW_TO_START = 'start it with: docker compose up -d postgres redis';
 
-function where(raw: string): string {
+/** `host:port` of a Postgres or Redis URL: never the credentials it may hold. */
+export function where(raw: string): string {
   const u = new URL(raw);
   return `${u.hostname}:${u.port || (u.protocol.startsWith('redis') ? '6379' : '5432')}`;
 }

@@ -1,11 +1,18 @@
 import { InjectQueue } from '@nestjs/bull';
-import { Controller, Get, Inject } from '@nestjs/common';
+import { Controller, Get, Inject, Logger, Res, ServiceUnavailableException } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
-import { HealthCheck, HealthCheckService, HealthIndicatorResult, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import type { Queue } from 'bull';
+import type { Response } from 'express';
 import Redis from 'ioredis';
+import { DataSource } from 'typeorm';
+import { where } from '../common/preflight';
+import type { AppConfig } from '../config/app-config';
+import { APP_CONFIG } from '../config/config.module';
 import { REDIS_CLIENT } from '../locks/locks.tokens';
 import { NOTIFICATIONS_QUEUE, RUNS_QUEUE } from '../queues/queue-names';
+import { CheckTransitions } from './check-transitions';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -13,17 +20,24 @@ function within<T>(p: Promise<T>, ms = CHECK_TIMEOUT_MS): Promise<T> {
   return Promise.race([p, new Promise<T>((_, rej) => setTimeout(() => rej(new Error(`timed out after ${ms} ms`)), ms).unref())]);
 }
 
-/** Unauthenticated and not logged: live = the process answers; ready = Postgres, Redis, queues. */
+/**
+ * Unauthenticated and not logged: live = the process answers; ready = Postgres, Redis, queues.
+ * Anyone who reaches the port may probe, so the answer says only `up` or `down` per check; the
+ * reason (with hosts and ports) goes to the log when a check changes state.
+ */
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
+  private readonly transitions = new CheckTransitions(new Logger('Readiness'));
+
   constructor(
     private readonly health: HealthCheckService,
-    private readonly db: TypeOrmHealthIndicator,
     private readonly indicator: HealthIndicatorService,
+    @InjectDataSource() private readonly ds: DataSource,
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
     @InjectQueue(RUNS_QUEUE) private readonly runs: Queue,
     @InjectQueue(NOTIFICATIONS_QUEUE) private readonly notifications: Queue,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   @Get('live')
@@ -34,22 +48,32 @@ export class HealthController {
 
   @Get('ready')
   @HealthCheck()
-  ready() {
-    return this.health.check([
-      () => this.db.pingCheck('postgres', { timeout: CHECK_TIMEOUT_MS }),
-      () => this.probe('redis', () => this.redis.ping()),
-      () => this.probe(`queue:${RUNS_QUEUE}`, () => this.runs.getJobCounts()),
-      () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, () => this.notifications.getJobCounts()),
-    ]);
+  async ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    try {
+      return await this.health.check([
+        () => this.probe('postgres', this.config.databaseUrl, () => this.ds.query('SELECT 1')),
+        () => this.probe('redis', this.config.redisUrl, () => this.redis.ping()),
+        () => this.probe(`queue:${RUNS_QUEUE}`, this.config.redisUrl, () => this.runs.getJobCounts()),
+        () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, this.config.redisUrl, () => this.notifications.getJobCounts()),
+      ]);
+    } catch (err) {
+      // Terminus throws its 503 with the result as the body; answer it here, as terminus JSON,
+      // rather than let the global filter turn an expected outage into a logged "internal error".
+      if (!(err instanceof ServiceUnavailableException)) throw err;
+      res.status(503);
+      return err.getResponse() as HealthCheckResult;
+    }
   }
 
-  private async probe(key: string, check: () => Promise<unknown>): Promise<HealthIndicatorResult> {
+  private async probe(key: string, serviceUrl: string, check: () => Promise<unknown>): Promise<HealthIndicatorResult> {
     const ind = this.indicator.check(key);
     try {
       await within(check());
+      this.transitions.up(key);
       return ind.up();
     } catch (err) {
-      return ind.down({ message: (err as Error).message });
+      this.transitions.down(key, err, where(serviceUrl));
+      return ind.down();
     }
   }
 }

@@ -1,13 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { mkdir } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { conflict, notFound } from '../common/domain-error';
+import { conflict, DomainError, notFound } from '../common/domain-error';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { ProjectEntity, UQ_PROJECTS_NAME } from './entities/project.entity';
+import { confineToRoot } from './workspace-path';
 
 export interface NewProject {
   name: string;
@@ -16,6 +17,25 @@ export interface NewProject {
   externalProvider?: string;
   externalId?: string;
 }
+
+/**
+ * Serialises the creates that choose their own workspace, so two of them with nested paths
+ * cannot both pass the overlap check. Held to commit. A default workspace needs no lock: its
+ * `<root>/<new id>` cannot be known, let alone claimed, before the insert commits.
+ */
+const WORKSPACE_CLAIM_LOCK = 7_319_004_212;
+
+/**
+ * A project that owns part of $1 (the requested path, `<root>/…`): the same path, one inside the
+ * other, or $1 meeting `<root>/<its id>`, where its task workspaces live even when its own
+ * workspace is elsewhere. $2 is `<root>/`. rtrim: a row stored as `/` still contains everything.
+ */
+const OVERLAPPING_PROJECT = `
+  SELECT id FROM projects p,
+    LATERAL (SELECT rtrim(p.workspace_path, '/') || '/' AS own, $2 || p.id::text || '/' AS tasks) d
+  WHERE starts_with(d.own, $1 || '/') OR starts_with($1 || '/', d.own)
+     OR starts_with(d.tasks, $1 || '/') OR starts_with($1 || '/', d.tasks)
+  LIMIT 1`;
 
 @Injectable()
 export class ProjectsService {
@@ -41,17 +61,34 @@ export class ProjectsService {
 
   /** Inserts in the caller's transaction; the workspace defaults to <WORKSPACE_ROOT>/<project id>. */
   async insert(em: EntityManager, input: NewProject): Promise<ProjectEntity> {
+    const workspacePath = input.workspacePath ? await this.claimWorkspace(em, input.workspacePath) : null;
     const repo = em.getRepository(ProjectEntity);
     const id = (await em.query('SELECT gen_random_uuid() AS id'))[0].id as string;
     const project = repo.create({
       id,
       name: input.name,
-      workspacePath: input.workspacePath ? resolve(input.workspacePath) : join(this.config.workspaceRoot, id),
+      workspacePath: workspacePath ?? join(this.config.workspaceRoot, id),
       maxConcurrentRuns: input.maxConcurrentRuns ?? 1,
       externalProvider: input.externalProvider ?? null,
       externalId: input.externalId ?? null,
     });
     return repo.save(project);
+  }
+
+  /**
+   * The requested workspace, resolved inside WORKSPACE_ROOT and belonging to no other project.
+   * An API key must not be able to point commands at `/`, the service's home or another
+   * project's files; 400 otherwise, before anything is written.
+   */
+  private async claimWorkspace(em: EntityManager, requested: string): Promise<string> {
+    const root = this.config.workspaceRoot;
+    const path = await confineToRoot(root, requested);
+    await em.query('SELECT pg_advisory_xact_lock($1)', [WORKSPACE_CLAIM_LOCK]);
+    const taken: Array<{ id: string }> = await em.query(OVERLAPPING_PROJECT, [path, join(root, '/')]);
+    if (taken.length > 0) {
+      throw new DomainError(400, 'Bad Request', `workspacePath overlaps the workspace of project ${taken[0].id}`);
+    }
+    return path;
   }
 
   async get(id: string): Promise<ProjectEntity> {

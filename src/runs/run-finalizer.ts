@@ -7,6 +7,7 @@ import { isTransientDbError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { NotificationEventType } from '../notifications/notification-log.entity';
 import { OutboxMessage, OutboxWriter } from '../notifications/outbox.writer';
+import { escapeSlackText } from '../notifications/slack-text';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository, TransitionSpec } from './run-transitions.repository';
 
@@ -134,7 +135,8 @@ export function withOutboxRow(outbox: OutboxWriter, message: Omit<OutboxMessage,
 }
 
 export function renderText(runId: string, projectName: string, status: RunStatus, requirement: string): string {
+  // Cut before escaping, so the 200 characters are the user's and no entity is cut in half.
   const firstLine = (requirement.split(/\r?\n/).find((l) => l.trim()) ?? '').trim().slice(0, 200);
   const icon = status === RunStatus.SUCCESS ? ':white_check_mark:' : ':x:';
-  return `${icon} Run ${runId} in project ${projectName}: ${status} — ${firstLine}`;
+  return `${icon} Run ${runId} in project ${escapeSlackText(projectName)}: ${status} — ${escapeSlackText(firstLine)}`;
 }
