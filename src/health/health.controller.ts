@@ -1,7 +1,17 @@
 import { InjectQueue } from '@nestjs/bull';
-import { Controller, Get, Inject } from '@nestjs/common';
+import { Controller, Get, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
-import { HealthCheck, HealthCheckService, HealthIndicatorResult, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import { ApiPublic } from '../common/openapi';
+import {
+  HealthCheck,
+  HealthCheckResult,
+  HealthCheckService,
+  HealthIndicatorFunction,
+  HealthIndicatorResult,
+  HealthIndicatorService,
+  TypeOrmHealthIndicator,
+} from '@nestjs/terminus';
+import type { Response } from 'express';
 import type { Queue } from 'bull';
 import Redis from 'ioredis';
 import { REDIS_CLIENT } from '../locks/locks.tokens';
@@ -27,20 +37,36 @@ export class HealthController {
   ) {}
 
   @Get('live')
+  @ApiPublic('Liveness: the process answers')
   @HealthCheck()
-  live() {
-    return this.health.check([]);
+  live(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.check(res, []);
   }
 
   @Get('ready')
+  @ApiPublic('Readiness: Postgres, Redis and the queues answer (503 with the failing check otherwise)')
   @HealthCheck()
-  ready() {
-    return this.health.check([
+  ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.check(res, [
       () => this.db.pingCheck('postgres', { timeout: CHECK_TIMEOUT_MS }),
       () => this.probe('redis', () => this.redis.ping()),
       () => this.probe(`queue:${RUNS_QUEUE}`, () => this.runs.getJobCounts()),
       () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, () => this.notifications.getJobCounts()),
     ]);
+  }
+
+  /**
+   * Terminus reports a failed check by throwing a 503 that carries the check result. Answer with that
+   * result (which check is down, as @HealthCheck() documents it), not the generic error shape.
+   */
+  private async check(res: Response, checks: HealthIndicatorFunction[]): Promise<HealthCheckResult> {
+    try {
+      return await this.health.check(checks);
+    } catch (err) {
+      if (!(err instanceof ServiceUnavailableException)) throw err;
+      res.status(503);
+      return err.getResponse() as HealthCheckResult;
+    }
   }
 
   private async probe(key: string, check: () => Promise<unknown>): Promise<HealthIndicatorResult> {

@@ -5,9 +5,11 @@ import { join, resolve } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { afterCursor, CREATED_US, toPage } from '../common/cursor';
 import { conflict, notFound } from '../common/domain-error';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { ProjectEntity, UQ_PROJECTS_NAME } from './entities/project.entity';
+import { ProjectPage, toProjectView } from './project.view';
 
 export interface NewProject {
   name: string;
@@ -16,6 +18,12 @@ export interface NewProject {
   externalProvider?: string;
   externalId?: string;
 }
+
+type ProjectRow = Parameters<typeof toProjectView>[0];
+
+/** The entity's fields under their property names, so one `toProjectView` serves rows and entities. */
+const PROJECT_COLUMNS = `id, name, workspace_path AS "workspacePath", max_concurrent_runs AS "maxConcurrentRuns",
+  external_provider AS "externalProvider", external_id AS "externalId", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 @Injectable()
 export class ProjectsService {
@@ -58,5 +66,16 @@ export class ProjectsService {
     const project = await this.ds.getRepository(ProjectEntity).findOneBy({ id });
     if (!project) throw notFound('project', id);
     return project;
+  }
+
+  /** Newest first, paginated like `GET /api/runs` (keyset on created_at, id). */
+  async list(q: { limit: number; cursor?: string }): Promise<ProjectPage> {
+    const params: unknown[] = [];
+    const where = q.cursor ? `WHERE ${afterCursor(q.cursor, params)}` : '';
+    const rows: Array<ProjectRow & { created_us: string }> = await this.ds.query(
+      `SELECT ${PROJECT_COLUMNS}, ${CREATED_US} FROM projects ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.push(q.limit + 1)}`,
+      params,
+    );
+    return toPage(rows, q.limit, toProjectView);
   }
 }
