@@ -55,12 +55,16 @@ export interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** A real onceflow process (compiled dist) — for kill -9 and SIGSTOP, which need a process. */
-export async function startProcess(env: Record<string, string>, role = 'worker'): Promise<WorkerProcess> {
+/**
+ * A real onceflow process (compiled dist) — for kill -9 and SIGSTOP, which need a process. `cwd`
+ * is where it keeps development credentials (the repository root unless given).
+ */
+export async function startProcess(env: Record<string, string>, role = 'worker', opts: { cwd?: string } = {}): Promise<WorkerProcess> {
   const main = join(ROOT, 'dist/src/main.js');
   if (!existsSync(main)) throw new Error('dist/src/main.js is missing: run `npm run build` (npm test does)');
   const port = await freePort();
   const child = spawn(process.execPath, [main], {
+    cwd: opts.cwd,
     env: { ...process.env, ...env, APP_ROLE: role, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
