@@ -1,10 +1,11 @@
 import { INestApplication, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './common/http-exception.filter';
+import { openApiFrame } from './common/openapi';
 import type { AppConfig } from './config/app-config';
 
 /** Pipes, filters, body limits and OpenAPI: the same for `npm start` and for tests. */
@@ -14,13 +15,7 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): vo
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   app.useGlobalFilters(new HttpErrorFilter());
   app.enableShutdownHooks();
-  const doc = new DocumentBuilder()
-    .setTitle('onceflow')
-    .setDescription('Exactly-once orchestrator runs and Plane webhook intake')
-    .setVersion('0.1.0')
-    .addBearerAuth()
-    .build();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc), { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, openApiFrame()), { jsonDocumentUrl: 'docs-json' });
 }
 
 export async function createApp(config: AppConfig): Promise<INestApplication> {

@@ -1,6 +1,6 @@
 import { checkServices, ServiceUnreachableError } from './common/preflight';
 import { ConfigError, roleRunsWorkers } from './config/app-config';
-import { configFromProcessEnv, DEV_KEY_FILE } from './config/env';
+import { configFromProcessEnv, DEV_ADMIN_FILE, DEV_KEY_FILE } from './config/env';
 import { createApp } from './bootstrap';
 import { prepareDatabase } from './database/prepare-database';
 import { resolveRunIdentity } from './runs/executor/run-identity';
@@ -13,7 +13,12 @@ async function main(): Promise<void> {
   await prepareDatabase(config.databaseUrl);
   const app = await createApp(config);
   await app.listen(config.port);
-  const note = config.apiKeysGenerated ? ` (API_KEYS unset: a development key is in ${DEV_KEY_FILE})` : '';
+  // Names the files, never their content.
+  const notes = [
+    config.apiKeysGenerated ? `API_KEYS unset: a development key is in ${DEV_KEY_FILE}` : '',
+    config.adminCredentialsGenerated ? `ADMIN_USER/ADMIN_PASSWORD unset: /admin/queues credentials (user:password) are in ${DEV_ADMIN_FILE}` : '',
+  ].filter(Boolean);
+  const note = notes.length ? ` (${notes.join('; ')})` : '';
   process.stdout.write(`onceflow ${config.role} listening on :${config.port}${note}\n`);
 }
 

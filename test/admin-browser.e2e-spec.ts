@@ -6,10 +6,9 @@ import { join } from 'node:path';
 import { BrowserContext, chromium } from 'playwright-core';
 import { RUNS_QUEUE, RunJobData } from '../src/queues/queue-names';
 import { closeDb, createProject, createRun, startApp, TestApp } from './support/app';
+import { CHROMIUM, missingChromiumMessage } from './support/chromium';
 import { tempDir, testEnv } from './support/env';
 
-// Debian's chromium package, never a downloaded browser: CI installs it with apt.
-const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
@@ -42,9 +41,12 @@ describe('Bull Board in a real browser', () => {
   let origin: string;
 
   beforeAll(async () => {
-    // Fail, never skip: a skipped browser test would hide a CI image without chromium.
+    // Fail, never skip: a skipped browser test would hide a CI image without chromium. The global
+    // setup has installed it if it could; otherwise one line (no stack) says what to run.
     if (!existsSync(CHROMIUM)) {
-      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get update && apt-get install -y chromium)`);
+      const missing = new Error(missingChromiumMessage());
+      missing.stack = missing.message;
+      throw missing;
     }
     // Role api only: no worker takes the job, so it stays waiting for the board to show.
     t = await startApp(

@@ -36,6 +36,11 @@ describe('runs API', () => {
       ['GET', '/api/runs?status=BOGUS', 400],
       ['GET', '/api/runs?limit=0', 400],
       ['GET', '/api/runs?cursor=garbage', 400],
+      ['GET', '/api/projects?limit=0', 400],
+      ['GET', '/api/projects?limit=201', 400],
+      ['GET', '/api/projects?limit=two', 400],
+      ['GET', '/api/projects?cursor=garbage', 400],
+      ['GET', `/api/projects?cursor=${'x'.repeat(201)}`, 400],
     ])('%s %s -> %i', async (method, path, status) => {
       const res = method === 'GET' ? await t.http.get(path).set(auth) : await t.http.post(path).set(auth);
       expect(res.status).toBe(status);
@@ -179,5 +184,40 @@ describe('runs API', () => {
       cursor = res.body.nextCursor;
     } while (cursor);
     expect(seen).toEqual([...ids].reverse());
+  });
+
+  it('lists projects newest first with a cursor, every one once', async () => {
+    // Other tests of this file create projects too: collect every page, then look at ours.
+    const ours: string[] = [];
+    for (let i = 0; i < 5; i++) ours.push((await createProject(t.http, { maxConcurrentRuns: i + 1 })).id);
+    const seen: Array<{ id: string; name: string; maxConcurrentRuns: number; createdAt: string }> = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const res: { status: number; body: { items: typeof seen; nextCursor: string | null } } = await t.http
+        .get('/api/projects')
+        .query({ limit: 2, ...(cursor ? { cursor } : {}) })
+        .set(auth);
+      expect(res.status).toBe(200);
+      expect(res.body.items.length).toBeLessThanOrEqual(2);
+      seen.push(...res.body.items);
+      cursor = res.body.nextCursor;
+      pages++;
+    } while (cursor && pages < 100);
+    expect(cursor).toBeNull();
+    expect(new Set(seen.map((p) => p.id)).size).toBe(seen.length);
+    expect(seen.filter((p) => ours.includes(p.id)).map((p) => p.id)).toEqual([...ours].reverse());
+    const createdAt = seen.map((p) => Date.parse(p.createdAt));
+    expect(createdAt).toEqual([...createdAt].sort((a, b) => b - a));
+    const third = seen.find((p) => p.id === ours[2])!;
+    expect(third).toMatchObject({ maxConcurrentRuns: 3, name: expect.stringMatching(/^p-/) });
+  });
+
+  it('answers a page of 50 projects by default', async () => {
+    const { rows } = await db().query('SELECT count(*)::int AS n FROM projects');
+    const res = await t.http.get('/api/projects').set(auth);
+    expect(res.status).toBe(200);
+    expect(res.body.items).toHaveLength(Math.min(50, rows[0].n));
+    expect(res.body.nextCursor === null).toBe(rows[0].n <= 50);
   });
 });

@@ -34,6 +34,7 @@ const PUBLIC = [
 // The contract's routes: the discovered list must hold them, or discovery itself is broken.
 const CONTRACT_API = [
   'POST /api/projects',
+  'GET /api/projects',
   'GET /api/projects/:id',
   'POST /api/projects/:id/runs',
   'GET /api/runs',

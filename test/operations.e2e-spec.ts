@@ -77,6 +77,7 @@ describe('operations: metrics, scheduled tasks, health', () => {
     const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
     for (const r of [
       'POST /api/projects',
+      'GET /api/projects',
       'GET /api/projects/{id}',
       'POST /api/projects/{id}/runs',
       'POST /api/runs/{id}/dispatch',

@@ -1,7 +1,9 @@
-import { CanActivate, ExecutionContext, Inject, Injectable, UnauthorizedException } from '@nestjs/common';
+import { applyDecorators, CanActivate, ExecutionContext, Inject, Injectable, UnauthorizedException, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth } from '@nestjs/swagger';
 import type { Request } from 'express';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { ApiErrors } from './openapi';
 import { safeEqual } from './safe-equal';
 
 /** Bearer API keys on /api/*; compared in constant time against each configured key. */
@@ -19,4 +21,12 @@ export class ApiKeyGuard implements CanActivate {
     if (!ok) throw new UnauthorizedException('missing or invalid bearer token');
     return true;
   }
+}
+
+/**
+ * On every /api controller: the guard, and in the OpenAPI document the bearer requirement and the
+ * 401 it answers, on each operation. One decorator, so the guard and its description cannot drift.
+ */
+export function RequireApiKey(): ClassDecorator {
+  return applyDecorators(UseGuards(ApiKeyGuard), ApiBearerAuth(), ApiErrors({ 401: 'Missing or invalid bearer token' }));
 }

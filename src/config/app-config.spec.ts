@@ -41,10 +41,47 @@ describe('loadConfig', () => {
   });
 
   it('requires API_KEYS in production and generates a development key elsewhere', () => {
-    expect(() => loadConfig({ NODE_ENV: 'production' }, () => 'dev_key_0123456789abcdef')).toThrow(/API_KEYS is required/);
-    const dev = loadConfig({}, () => 'dev_key_0123456789abcdef');
+    const apiKey = () => 'dev_key_0123456789abcdef';
+    expect(() => loadConfig({ NODE_ENV: 'production' }, { apiKey })).toThrow(/API_KEYS is required/);
+    expect(() => loadConfig({})).toThrow(/API_KEYS is required/);
+    const dev = loadConfig({}, { apiKey });
     expect(dev.apiKeys).toEqual(['dev_key_0123456789abcdef']);
     expect(dev.apiKeysGenerated).toBe(true);
+    expect(loadConfig(base, { apiKey }).apiKeysGenerated).toBe(false);
+  });
+
+  describe('development dashboard credentials', () => {
+    const generated = { user: 'admin', password: 'generated-password' };
+    let calls = 0;
+    const admin = () => {
+      calls++;
+      return generated;
+    };
+    beforeEach(() => (calls = 0));
+
+    it.each(['development', 'test'])('are generated when ADMIN_USER/ADMIN_PASSWORD are unset and NODE_ENV=%s', (NODE_ENV) => {
+      const c = loadConfig({ ...base, NODE_ENV }, { admin });
+      expect(c).toMatchObject({ adminUser: 'admin', adminPassword: 'generated-password', adminCredentialsGenerated: true });
+      expect(calls).toBe(1);
+    });
+
+    it('are never generated in production: the dashboard stays closed', () => {
+      const c = loadConfig({ ...base, NODE_ENV: 'production' }, { admin });
+      expect(c).toMatchObject({ adminUser: undefined, adminPassword: undefined, adminCredentialsGenerated: false });
+      expect(calls).toBe(0);
+    });
+
+    it('give way to ADMIN_USER/ADMIN_PASSWORD', () => {
+      const c = loadConfig({ ...base, ADMIN_USER: 'ops', ADMIN_PASSWORD: 'set-by-operator' }, { admin });
+      expect(c).toMatchObject({ adminUser: 'ops', adminPassword: 'set-by-operator', adminCredentialsGenerated: false });
+      expect(calls).toBe(0);
+      expect(() => loadConfig({ ...base, ADMIN_PASSWORD: 'only-half' }, { admin })).toThrow(/must be set together/);
+    });
+
+    it.each(['worker', 'scheduler'])('are not generated for role %s, which serves no dashboard', (APP_ROLE) => {
+      expect(loadConfig({ ...base, APP_ROLE }, { admin }).adminCredentialsGenerated).toBe(false);
+      expect(calls).toBe(0);
+    });
   });
 
   it('splits comma lists and trims them', () => {

@@ -18,6 +18,8 @@ export interface AppConfig {
   apiKeysGenerated: boolean;
   adminUser?: string;
   adminPassword?: string;
+  /** True when ADMIN_USER/ADMIN_PASSWORD were unset outside production and development ones were generated. */
+  adminCredentialsGenerated: boolean;
   planeWebhookSecrets: string[];
   planeBotActorIds: string[];
   planeProjectMaxConcurrentRuns: number;
@@ -140,22 +142,41 @@ function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: r
  */
 export const SAMPLE_ORCHESTRATOR_COMMAND = 'onceflow-sample-orchestrator';
 
-export function loadConfig(env: Env, generateDevKey: () => string = () => ''): AppConfig {
+export interface AdminCredentials {
+  user: string;
+  password: string;
+}
+
+/**
+ * Where development credentials come from when their variables are unset outside production
+ * (src/config/env.ts: 0600 files in the working directory). Without them those stay required.
+ */
+export interface DevCredentials {
+  apiKey?: () => string;
+  admin?: () => AdminCredentials;
+}
+
+export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
   const nodeEnv = str(env, 'NODE_ENV', 'development')!;
+  const role = oneOf<AppRole>(env, 'APP_ROLE', 'all', ['api', 'worker', 'scheduler', 'all']);
   let apiKeys = list(env, 'API_KEYS');
   let apiKeysGenerated = false;
   if (apiKeys.length === 0) {
-    if (nodeEnv === 'production') throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
-    const key = generateDevKey();
-    if (!key) throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
-    apiKeys = [key];
+    if (nodeEnv === 'production' || !dev.apiKey) throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
+    apiKeys = [dev.apiKey()];
     apiKeysGenerated = true;
   }
   if (apiKeys.some((k) => k.length < 16)) throw new ConfigError('every API_KEYS entry must be at least 16 characters');
-  const adminUser = str(env, 'ADMIN_USER');
-  const adminPassword = str(env, 'ADMIN_PASSWORD');
+  let adminUser = str(env, 'ADMIN_USER');
+  let adminPassword = str(env, 'ADMIN_PASSWORD');
   if ((adminUser === undefined) !== (adminPassword === undefined)) {
     throw new ConfigError('ADMIN_USER and ADMIN_PASSWORD must be set together');
+  }
+  // Only a process that serves the dashboard needs them; in production, unset keeps it closed (503).
+  let adminCredentialsGenerated = false;
+  if (adminUser === undefined && nodeEnv !== 'production' && roleServesApi(role) && dev.admin) {
+    ({ user: adminUser, password: adminPassword } = dev.admin());
+    adminCredentialsGenerated = true;
   }
   const runLockTtlMs = int(env, 'RUN_LOCK_TTL_MS', 30000, 300);
   const workerConcurrency = int(env, 'WORKER_CONCURRENCY', 4, 1, 256);
@@ -166,7 +187,7 @@ export function loadConfig(env: Env, generateDevKey: () => string = () => ''): A
   }
   return {
     nodeEnv,
-    role: oneOf<AppRole>(env, 'APP_ROLE', 'all', ['api', 'worker', 'scheduler', 'all']),
+    role,
     port: int(env, 'PORT', 3000, 0, 65535),
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
@@ -175,6 +196,7 @@ export function loadConfig(env: Env, generateDevKey: () => string = () => ''): A
     apiKeysGenerated,
     adminUser,
     adminPassword,
+    adminCredentialsGenerated,
     planeWebhookSecrets: list(env, 'PLANE_WEBHOOK_SECRETS'),
     planeBotActorIds: list(env, 'PLANE_BOT_ACTOR_IDS'),
     planeProjectMaxConcurrentRuns: int(env, 'PLANE_PROJECT_MAX_CONCURRENT_RUNS', 1, 1, 10000),

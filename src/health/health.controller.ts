@@ -2,11 +2,19 @@ import { InjectQueue } from '@nestjs/bull';
 import { Controller, Get, Inject, Logger, Res, ServiceUnavailableException } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
+import {
+  HealthCheck,
+  HealthCheckResult,
+  HealthCheckService,
+  HealthIndicatorFunction,
+  HealthIndicatorResult,
+  HealthIndicatorService,
+} from '@nestjs/terminus';
 import type { Queue } from 'bull';
 import type { Response } from 'express';
 import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
+import { ApiPublic } from '../common/openapi';
 import { where } from '../common/preflight';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
@@ -41,24 +49,32 @@ export class HealthController {
   ) {}
 
   @Get('live')
+  @ApiPublic('Liveness: the process answers')
   @HealthCheck()
-  live() {
-    return this.health.check([]);
+  live(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.check(res, []);
   }
 
   @Get('ready')
+  @ApiPublic('Readiness: Postgres, Redis and the queues answer (503 with the failing check otherwise)')
   @HealthCheck()
-  async ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+  ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
+    return this.check(res, [
+      () => this.probe('postgres', this.config.databaseUrl, () => this.ds.query('SELECT 1')),
+      () => this.probe('redis', this.config.redisUrl, () => this.redis.ping()),
+      () => this.probe(`queue:${RUNS_QUEUE}`, this.config.redisUrl, () => this.runs.getJobCounts()),
+      () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, this.config.redisUrl, () => this.notifications.getJobCounts()),
+    ]);
+  }
+
+  /**
+   * Terminus throws its 503 with the result as the body; answer it here, as terminus JSON (which
+   * check is down), rather than let the global filter turn an expected outage into an "internal error".
+   */
+  private async check(res: Response, checks: HealthIndicatorFunction[]): Promise<HealthCheckResult> {
     try {
-      return await this.health.check([
-        () => this.probe('postgres', this.config.databaseUrl, () => this.ds.query('SELECT 1')),
-        () => this.probe('redis', this.config.redisUrl, () => this.redis.ping()),
-        () => this.probe(`queue:${RUNS_QUEUE}`, this.config.redisUrl, () => this.runs.getJobCounts()),
-        () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, this.config.redisUrl, () => this.notifications.getJobCounts()),
-      ]);
+      return await this.health.check(checks);
     } catch (err) {
-      // Terminus throws its 503 with the result as the body; answer it here, as terminus JSON,
-      // rather than let the global filter turn an expected outage into a logged "internal error".
       if (!(err instanceof ServiceUnavailableException)) throw err;
       res.status(503);
       return err.getResponse() as HealthCheckResult;

@@ -1,20 +1,22 @@
-import { Controller, Get, Query, UseGuards } from '@nestjs/common';
-import { ApiBadRequestResponse, ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiKeyGuard } from '../common/api-key.guard';
+import { Controller, Get, Query } from '@nestjs/common';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { RequireApiKey } from '../common/api-key.guard';
+import { ApiErrors } from '../common/openapi';
 import { ListNotificationsQuery } from './dto/list-notifications.query';
-import { NotificationsService, NotificationView } from './notifications.service';
+import { NotificationList } from './notification.view';
+import { NotificationsService } from './notifications.service';
 
 @ApiTags('notifications')
-@ApiBearerAuth()
-@UseGuards(ApiKeyGuard)
+@RequireApiKey()
 @Controller('api/notifications')
 export class NotificationsController {
   constructor(private readonly notifications: NotificationsService) {}
 
   @Get()
-  @ApiOkResponse({ description: '{ items: [{ runId, eventType, channel, status, attempts, sentAt }] }, oldest first' })
-  @ApiBadRequestResponse({ description: 'runId missing or not a UUID' })
-  list(@Query() q: ListNotificationsQuery): Promise<{ items: NotificationView[] }> {
+  @ApiOperation({ summary: "List a run's notifications, oldest first" })
+  @ApiOkResponse({ description: 'The outbox rows of the run', type: NotificationList })
+  @ApiErrors({ 400: 'runId missing or not a UUID' })
+  list(@Query() q: ListNotificationsQuery): Promise<NotificationList> {
     return this.notifications.listForRun(q.runId);
   }
 }

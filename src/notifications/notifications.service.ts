@@ -2,22 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { NotificationChannel, NotificationEventType, NotificationStatus } from './notification-log.entity';
-
-/** The API shape of an outbox row (contract: GET /api/notifications?runId=). */
-export interface NotificationView {
-  runId: string;
-  eventType: NotificationEventType;
-  channel: NotificationChannel;
-  status: NotificationStatus;
-  attempts: number;
-  sentAt: string | null;
-}
+import { NotificationList } from './notification.view';
 
 @Injectable()
 export class NotificationsService {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
-  async listForRun(runId: string): Promise<{ items: NotificationView[] }> {
+  async listForRun(runId: string): Promise<NotificationList> {
     const rows: Array<{
       run_id: string;
       event_type: NotificationEventType;

@@ -12,12 +12,7 @@ import { runJobId } from '../queues/job-ids';
 import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
-
-export interface DispatchAnswer {
-  runId: string;
-  status: RunStatus.QUEUED;
-  jobId: string;
-}
+import { DispatchView } from './dispatch.view';
 
 const WHY_NOT: Partial<Record<RunStatus, string>> = {
   [RunStatus.QUEUED]: 'run is already queued',
@@ -47,16 +42,16 @@ export class DispatchService {
     @Inject(WORKER_ID) private readonly workerId: string,
   ) {}
 
-  dispatch(runId: string): Promise<DispatchAnswer> {
+  dispatch(runId: string): Promise<DispatchView> {
     return this.guarded(runId, [RunStatus.PENDING], 'dispatched');
   }
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
-  retry(runId: string): Promise<DispatchAnswer> {
+  retry(runId: string): Promise<DispatchView> {
     return this.guarded(runId, [RunStatus.FAILED], 'retry requested', ['attempts = 0', 'last_error = NULL', 'finished_at = NULL']);
   }
 
-  private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchAnswer> {
+  private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchView> {
     const guardKey = `dispatch:${runId}`;
     const owner = await this.locks.enterOnce(guardKey, 5000);
     if (!owner) {
@@ -79,7 +74,7 @@ export class DispatchService {
   }
 
   /** Adds the Bull job for a run already QUEUED in Postgres. Safe to repeat: same id, one job. */
-  async enqueue(row: Pick<RunRow, 'id' | 'dispatch_generation'>): Promise<DispatchAnswer> {
+  async enqueue(row: Pick<RunRow, 'id' | 'dispatch_generation'>): Promise<DispatchView> {
     const jobId = runJobId(row.id, row.dispatch_generation);
     try {
       await this.queue.add({ runId: row.id, generation: row.dispatch_generation }, { jobId });

@@ -9,6 +9,8 @@ import { conflict, DomainError, notFound } from '../common/domain-error';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { ProjectEntity, UQ_PROJECTS_NAME } from './entities/project.entity';
 import { confineToRoot } from './workspace-path';
+import { afterCursor, CREATED_US, toPage } from '../common/cursor';
+import { ProjectPage, toProjectView } from './project.view';
 
 export interface NewProject {
   name: string;
@@ -36,6 +38,11 @@ const OVERLAPPING_PROJECT = `
   WHERE starts_with(d.own, $1 || '/') OR starts_with($1 || '/', d.own)
      OR starts_with(d.tasks, $1 || '/') OR starts_with($1 || '/', d.tasks)
   LIMIT 1`;
+type ProjectRow = Parameters<typeof toProjectView>[0];
+
+/** The entity's fields under their property names, so one `toProjectView` serves rows and entities. */
+const PROJECT_COLUMNS = `id, name, workspace_path AS "workspacePath", max_concurrent_runs AS "maxConcurrentRuns",
+  external_provider AS "externalProvider", external_id AS "externalId", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 @Injectable()
 export class ProjectsService {
@@ -95,5 +102,16 @@ export class ProjectsService {
     const project = await this.ds.getRepository(ProjectEntity).findOneBy({ id });
     if (!project) throw notFound('project', id);
     return project;
+  }
+
+  /** Newest first, paginated like `GET /api/runs` (keyset on created_at, id). */
+  async list(q: { limit: number; cursor?: string }): Promise<ProjectPage> {
+    const params: unknown[] = [];
+    const where = q.cursor ? `WHERE ${afterCursor(q.cursor, params)}` : '';
+    const rows: Array<ProjectRow & { created_us: string }> = await this.ds.query(
+      `SELECT ${PROJECT_COLUMNS}, ${CREATED_US} FROM projects ${where} ORDER BY created_at DESC, id DESC LIMIT $${params.push(q.limit + 1)}`,
+      params,
+    );
+    return toPage(rows, q.limit, toProjectView);
   }
 }

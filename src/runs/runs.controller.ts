@@ -1,14 +1,19 @@
-import { Controller, Get, HttpCode, Param, ParseUUIDPipe, Post, Query, UseGuards } from '@nestjs/common';
-import { ApiAcceptedResponse, ApiBearerAuth, ApiConflictResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiKeyGuard } from '../common/api-key.guard';
-import { DispatchAnswer, DispatchService } from './dispatch.service';
+import { Controller, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { RequireApiKey } from '../common/api-key.guard';
+import { ApiErrors } from '../common/openapi';
+import { DispatchService } from './dispatch.service';
+import { DispatchView } from './dispatch.view';
 import { ListRunsQuery } from './dto/list-runs.query';
-import { RunEventView, RunStepView, RunsService } from './runs.service';
-import { RunView } from './run.view';
+import { RunEventList } from './run-event.view';
+import { RunStepList } from './run-step.view';
+import { RunsService } from './runs.service';
+import { RunPage, RunView } from './run.view';
 
+// Every route states its summary, its success schema (`type: …View`, a class beside the feature)
+// and each error status it can answer; test/openapi.e2e-spec.ts fails when one is missing.
 @ApiTags('runs')
-@ApiBearerAuth()
-@UseGuards(ApiKeyGuard)
+@RequireApiKey()
 @Controller('api/runs')
 export class RunsController {
   constructor(
@@ -17,49 +22,64 @@ export class RunsController {
   ) {}
 
   @Get()
-  @ApiOkResponse({ description: '{ items, nextCursor }, newest first' })
-  list(@Query() q: ListRunsQuery): Promise<{ items: RunView[]; nextCursor: string | null }> {
+  @ApiOperation({ summary: 'List runs, newest first' })
+  @ApiOkResponse({ description: 'A page of runs', type: RunPage })
+  @ApiErrors({ 400: 'Invalid projectId, status, limit or cursor' })
+  list(@Query() q: ListRunsQuery): Promise<RunPage> {
     return this.runs.list({ projectId: q.projectId, status: q.status, cursor: q.cursor, limit: q.limit ?? 50 });
   }
 
   @Get(':id')
-  @ApiOkResponse({ description: 'The run' })
+  @ApiOperation({ summary: 'Get a run, with the tail of its output' })
+  @ApiOkResponse({ description: 'The run', type: RunView })
+  @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run' })
   get(@Param('id', ParseUUIDPipe) id: string): Promise<RunView> {
     return this.runs.get(id);
   }
 
   @Get(':id/events')
-  @ApiOkResponse({ description: 'Every transition of the run, in order' })
-  events(@Param('id', ParseUUIDPipe) id: string): Promise<{ items: RunEventView[] }> {
+  @ApiOperation({ summary: 'List every transition of a run, in order' })
+  @ApiOkResponse({ description: 'Every transition of the run, in order', type: RunEventList })
+  @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run' })
+  events(@Param('id', ParseUUIDPipe) id: string): Promise<RunEventList> {
     return this.runs.events(id);
   }
 
   @Get(':id/steps')
-  @ApiOkResponse({ description: "The run's step journal (onceflow step), in order of first start" })
-  steps(@Param('id', ParseUUIDPipe) id: string): Promise<{ items: RunStepView[] }> {
+  @ApiOperation({ summary: "List a run's steps (onceflow step), in order of first start" })
+  @ApiOkResponse({ description: 'The step journal of the run', type: RunStepList })
+  @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run' })
+  steps(@Param('id', ParseUUIDPipe) id: string): Promise<RunStepList> {
     return this.runs.steps(id);
   }
 
   @Post(':id/dispatch')
   @HttpCode(202)
-  @ApiAcceptedResponse({ description: '{ runId, status: "QUEUED", jobId }' })
-  @ApiConflictResponse({ description: 'Already queued, running, retrying or succeeded (message says which)' })
-  dispatch(@Param('id', ParseUUIDPipe) id: string): Promise<DispatchAnswer> {
+  @ApiOperation({ summary: 'Queue a PENDING run' })
+  @ApiAcceptedResponse({ description: 'The run is QUEUED', type: DispatchView })
+  @ApiErrors({
+    400: 'The id is not a UUID',
+    404: 'No such run',
+    409: 'Already queued, running, retrying or succeeded, or a dispatch is in progress (message says which)',
+  })
+  dispatch(@Param('id', ParseUUIDPipe) id: string): Promise<DispatchView> {
     return this.dispatcher.dispatch(id);
   }
 
   @Post(':id/retry')
   @HttpCode(202)
-  @ApiAcceptedResponse({ description: 'A FAILED run queued for a new attempt series' })
-  @ApiConflictResponse({ description: 'The run is not FAILED' })
-  retry(@Param('id', ParseUUIDPipe) id: string): Promise<DispatchAnswer> {
+  @ApiOperation({ summary: 'Queue a FAILED run for a new attempt series' })
+  @ApiAcceptedResponse({ description: 'The run is QUEUED again, attempts start from zero', type: DispatchView })
+  @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run', 409: 'The run is not FAILED' })
+  retry(@Param('id', ParseUUIDPipe) id: string): Promise<DispatchView> {
     return this.dispatcher.retry(id);
   }
 
   @Post(':id/cancel')
   @HttpCode(202)
-  @ApiAcceptedResponse({ description: 'The run, CANCELLED; a running command is killed within one heartbeat' })
-  @ApiConflictResponse({ description: 'The run already finished' })
+  @ApiOperation({ summary: 'Cancel a run that has not finished' })
+  @ApiAcceptedResponse({ description: 'The run, CANCELLED; a running command is killed within one heartbeat', type: RunView })
+  @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run', 409: 'The run already finished' })
   cancel(@Param('id', ParseUUIDPipe) id: string): Promise<RunView> {
     return this.runs.cancel(id);
   }

@@ -1,12 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { conflict, DomainError, notFound } from '../common/domain-error';
+import { conflict, notFound } from '../common/domain-error';
+import { afterCursor, CREATED_US, toPage } from '../common/cursor';
 import { WORKER_ID } from '../locks/locks.module';
 import { DispatchService } from './dispatch.service';
 import { RunKind, RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
-import { RunView, toRunView } from './run.view';
+import { RunEventList } from './run-event.view';
+import { RunStepList } from './run-step.view';
+import { RunPage, RunView, toRunView } from './run.view';
 import { StepJournalRepository } from './steps/step-journal.repository';
 
 export interface NewRun {
@@ -15,27 +18,6 @@ export interface NewRun {
   dispatch?: boolean;
   taskId?: string | null;
   kind?: RunKind;
-}
-
-export interface RunStepView {
-  name: string;
-  status: 'STARTED' | 'DONE';
-  attempt: number;
-  fencingToken: number;
-  exitCode: number | null;
-  outputBytes: number;
-  startedAt: string;
-  finishedAt: string | null;
-}
-
-export interface RunEventView {
-  from: RunStatus | null;
-  to: RunStatus;
-  at: string;
-  attempt: number;
-  fencingToken: number;
-  workerId: string | null;
-  reason: string | null;
 }
 
 @Injectable()
@@ -82,32 +64,19 @@ export class RunsService {
     return toRunView(rows[0], true);
   }
 
-  async list(q: {
-    projectId?: string;
-    status?: RunStatus;
-    limit: number;
-    cursor?: string;
-  }): Promise<{ items: RunView[]; nextCursor: string | null }> {
+  async list(q: { projectId?: string; status?: RunStatus; limit: number; cursor?: string }): Promise<RunPage> {
     const params: unknown[] = [];
     const where: string[] = [];
     if (q.projectId) where.push(`project_id = $${params.push(q.projectId)}`);
     if (q.status) where.push(`status = $${params.push(q.status)}`);
-    if (q.cursor) {
-      const c = decodeCursor(q.cursor);
-      where.push(
-        `(created_at, id) < (timestamptz 'epoch' + $${params.push(c.createdUs)}::bigint * interval '1 microsecond', $${params.push(c.id)}::uuid)`,
-      );
-    }
-    const sql = `SELECT *, (EXTRACT(EPOCH FROM created_at) * 1000000)::bigint AS created_us FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+    if (q.cursor) where.push(afterCursor(q.cursor, params));
+    const sql = `SELECT *, ${CREATED_US} FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
                  ORDER BY created_at DESC, id DESC LIMIT $${params.push(q.limit + 1)}`;
     const rows: Array<RunRow & { created_us: string }> = await this.ds.query(sql, params);
-    const page = rows.slice(0, q.limit);
-    const last = page[page.length - 1];
-    const nextCursor = rows.length > q.limit && last ? encodeCursor(last.created_us, last.id) : null;
-    return { items: page.map((r) => toRunView(r)), nextCursor };
+    return toPage(rows, q.limit, (r) => toRunView(r));
   }
 
-  async events(id: string): Promise<{ items: RunEventView[] }> {
+  async events(id: string): Promise<RunEventList> {
     await this.get(id);
     const rows: Array<{
       from_status: RunStatus | null;
@@ -132,7 +101,7 @@ export class RunsService {
   }
 
   /** The run's step journal, in order of first start; recorded outputs are not part of it. */
-  async steps(id: string): Promise<{ items: RunStepView[] }> {
+  async steps(id: string): Promise<RunStepList> {
     await this.get(id);
     const rows = await this.journal.list(id);
     return {
@@ -161,20 +130,5 @@ export class RunsService {
     if (row) return toRunView(row);
     const current = await this.get(id);
     throw conflict(`run is ${current.status}; only PENDING, QUEUED, RETRYING or RUNNING runs can be cancelled`);
-  }
-}
-
-/** Opaque keyset cursor: (created_at in microseconds, id) of the last row of the page. */
-function encodeCursor(createdUs: string, id: string): string {
-  return Buffer.from(JSON.stringify([String(createdUs), id])).toString('base64url');
-}
-
-function decodeCursor(cursor: string): { createdUs: string; id: string } {
-  try {
-    const [createdUs, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof createdUs !== 'string' || !/^\d{1,17}$/.test(createdUs) || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) throw new Error();
-    return { createdUs, id };
-  } catch {
-    throw new DomainError(400, 'Bad Request', 'cursor is not valid');
   }
 }

@@ -1,20 +1,52 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { orNull } from '../common/openapi';
+import { RUN_STATUSES, RunStatus } from '../runs/run-status';
 import { TaskStatus } from './task.entity';
 
 /** The API shape of a task (contract: GET /api/tasks): its external reference and its run. */
-export interface TaskView {
+export class TaskView {
+  @ApiProperty({ format: 'uuid' })
   id: string;
+
+  @ApiProperty({ format: 'uuid' })
   projectId: string;
+
+  @ApiProperty({ type: String, nullable: true, example: 'plane' })
   externalProvider: string | null;
+
+  @ApiProperty({ type: String, nullable: true, description: 'For Plane: the work item id' })
   externalId: string | null;
+
+  @ApiProperty({ type: String, nullable: true })
   url: string | null;
+
+  @ApiProperty()
   title: string;
+
+  @ApiProperty({ enum: TaskStatus })
   status: TaskStatus;
+
+  @ApiProperty({ type: 'object', additionalProperties: true })
   metadata: Record<string, unknown>;
+
   /** The task's authoring run (at most one: ux_runs_task_authoring). */
+  @ApiProperty({ type: String, format: 'uuid', nullable: true, description: "The task's authoring run" })
   runId: string | null;
-  runStatus: string | null;
+
+  @ApiProperty({ enum: orNull(RUN_STATUSES), nullable: true })
+  runStatus: RunStatus | null;
+
+  @ApiProperty({ format: 'date-time' })
   createdAt: string;
+
+  @ApiProperty({ format: 'date-time' })
   updatedAt: string;
+}
+
+/** Tasks, newest first. */
+export class TaskList {
+  @ApiProperty({ type: [TaskView] })
+  items: TaskView[];
 }
 
 /** A task row joined with its authoring run, straight from Postgres. */
@@ -28,7 +60,7 @@ export interface TaskRow {
   status: TaskStatus;
   metadata: Record<string, unknown>;
   run_id: string | null;
-  run_status: string | null;
+  run_status: RunStatus | null;
   created_at: Date;
   updated_at: Date;
 }

@@ -2,14 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { notFound } from '../common/domain-error';
-import { TASK_SELECT, TaskRow, TaskView, toTaskView } from './task.view';
+import { TASK_SELECT, TaskList, TaskRow, TaskView, toTaskView } from './task.view';
 
 /** Reads tasks for the API. Creation and closing go through TaskIntakeService. */
 @Injectable()
 export class TasksService {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
-  async list(q: { provider?: string; externalId?: string; limit: number }): Promise<{ items: TaskView[] }> {
+  async list(q: { provider?: string; externalId?: string; limit: number }): Promise<TaskList> {
     const params: unknown[] = [];
     const where: string[] = [];
     if (q.provider) where.push(`t.external_provider = $${params.push(q.provider)}`);

@@ -6,6 +6,8 @@ import { MetricsService } from '../metrics/metrics.service';
 import { PLANE, PlaneEventHandler } from './plane-event-handler';
 import { PlaneEvent, parsePlaneEvent, planeDedupeKey } from './plane-payload';
 import { verifyPlaneSignature } from './plane-signature';
+import { PlaneWebhookAnswer } from './plane-webhook.view';
+import { ReplayView } from './delivery.view';
 import { DeliveryOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryStatus } from './webhook-delivery.entity';
 
@@ -18,11 +20,7 @@ export interface PlaneRequest {
 
 export interface IntakeAnswer {
   httpStatus: 200 | 202;
-  body: { status: 'accepted' | 'duplicate' | 'ignored'; deliveryId: string; reason?: string };
-}
-
-export interface ReplayAnswer extends DeliveryOutcome {
-  deliveryId: string;
+  body: PlaneWebhookAnswer;
 }
 
 /**
@@ -86,7 +84,7 @@ export class PlaneIntakeService {
   }
 
   /** Re-runs a stored delivery through the same idempotent path (the signature was checked on arrival). */
-  async replay(id: string): Promise<ReplayAnswer> {
+  async replay(id: string): Promise<ReplayView> {
     const row = await this.deliveries.get(id);
     if (!row) throw notFound('webhook delivery', id);
     if (row.provider !== PLANE) throw new DomainError(422, 'Unprocessable Entity', `no replay for provider ${row.provider}`);

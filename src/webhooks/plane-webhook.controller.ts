@@ -1,17 +1,10 @@
 import { Controller, Headers, Post, Req, Res } from '@nestjs/common';
 import type { RawBodyRequest } from '@nestjs/common';
-import {
-  ApiAcceptedResponse,
-  ApiBadRequestResponse,
-  ApiHeader,
-  ApiOkResponse,
-  ApiPayloadTooLargeResponse,
-  ApiServiceUnavailableResponse,
-  ApiTags,
-  ApiUnauthorizedResponse,
-} from '@nestjs/swagger';
+import { ApiAcceptedResponse, ApiBody, ApiHeader, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
+import { ApiErrors, ApiPublic } from '../common/openapi';
 import { PlaneIntakeService } from './plane-intake.service';
+import { PlaneWebhookAnswer } from './plane-webhook.view';
 
 /** No bearer token here: the HMAC signature over the raw body is the credential. */
 @ApiTags('webhooks')
@@ -20,14 +13,22 @@ export class PlaneWebhookController {
   constructor(private readonly intake: PlaneIntakeService) {}
 
   @Post('plane')
-  @ApiHeader({ name: 'X-Plane-Signature', required: true, description: 'lowercase hex HMAC-SHA256 of the raw body' })
+  @ApiPublic('Receive a Plane webhook (credential: the X-Plane-Signature header, not a bearer token)')
+  @ApiHeader({
+    name: 'X-Plane-Signature',
+    required: true,
+    description: 'The credential of this route: lowercase hex HMAC-SHA256 of the raw body with one of PLANE_WEBHOOK_SECRETS',
+  })
   @ApiHeader({ name: 'X-Plane-Delivery', required: false, description: 'per-attempt id (recorded, not used for dedupe)' })
-  @ApiAcceptedResponse({ description: '{ status: "accepted" | "ignored", deliveryId, reason? }' })
-  @ApiOkResponse({ description: '{ status: "duplicate", deliveryId }: a retry, or the work item already has its task' })
-  @ApiBadRequestResponse({ description: 'Not JSON, or without data.id / the fields the event needs' })
-  @ApiUnauthorizedResponse({ description: 'Missing, malformed or wrong signature' })
-  @ApiPayloadTooLargeResponse({ description: 'Body over WEBHOOK_BODY_LIMIT_BYTES (1 MiB)' })
-  @ApiServiceUnavailableResponse({ description: 'PLANE_WEBHOOK_SECRETS is not set' })
+  @ApiBody({ description: "Plane's webhook payload (v1 or v2), exactly as signed", schema: { type: 'object', additionalProperties: true } })
+  @ApiAcceptedResponse({ description: 'Accepted, or ignored with a reason', type: PlaneWebhookAnswer })
+  @ApiOkResponse({ description: 'status "duplicate": a retry, or the work item already has its task', type: PlaneWebhookAnswer })
+  @ApiErrors({
+    400: 'Not JSON, or without data.id / the fields the event needs',
+    401: 'Missing, malformed or wrong signature',
+    413: 'Body over WEBHOOK_BODY_LIMIT_BYTES (1 MiB)',
+    503: 'PLANE_WEBHOOK_SECRETS is not set',
+  })
   async plane(
     @Req() req: RawBodyRequest<Request>,
     @Res() res: Response,

@@ -7,7 +7,7 @@ import { Pool } from 'pg';
 import request from 'supertest';
 import { createApp } from '../../src/bootstrap';
 import { AppConfig } from '../../src/config/app-config';
-import { API_KEY, ROOT, testConfig, testDatabaseUrl } from './env';
+import { API_KEY, ROOT, tempDir, testConfig, testDatabaseUrl } from './env';
 
 export interface TestApp {
   app: INestApplication;
@@ -55,12 +55,17 @@ export interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** A real onceflow process (compiled dist) — for kill -9 and SIGSTOP, which need a process. */
-export async function startProcess(env: Record<string, string>, role = 'worker'): Promise<WorkerProcess> {
+/**
+ * A real onceflow process (compiled dist) — for kill -9 and SIGSTOP, which need a process. It runs
+ * in `cwd`, by default a fresh directory: where it would keep development credentials, so that a
+ * test never writes into the working copy nor reads the developer's own.
+ */
+export async function startProcess(env: Record<string, string>, role = 'worker', opts: { cwd?: string } = {}): Promise<WorkerProcess> {
   const main = join(ROOT, 'dist/src/main.js');
   if (!existsSync(main)) throw new Error('dist/src/main.js is missing: run `npm run build` (npm test does)');
   const port = await freePort();
   const child = spawn(process.execPath, [main], {
+    cwd: opts.cwd ?? tempDir('proc'),
     env: { ...process.env, ...env, APP_ROLE: role, PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,9 +1,9 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { LimitQuery } from '../../common/limit.query';
-import { IsEnum, IsOptional, IsString, IsUUID, MaxLength } from 'class-validator';
+import { IsEnum, IsOptional, IsUUID } from 'class-validator';
+import { PageQuery } from '../../common/page.query';
 import { RunStatus } from '../run-status';
 
-export class ListRunsQuery extends LimitQuery {
+export class ListRunsQuery extends PageQuery {
   @ApiPropertyOptional({ format: 'uuid' })
   @IsOptional()
   @IsUUID()
@@ -13,10 +13,4 @@ export class ListRunsQuery extends LimitQuery {
   @IsOptional()
   @IsEnum(RunStatus)
   status?: RunStatus;
-
-  @ApiPropertyOptional({ description: 'nextCursor of the previous page' })
-  @IsOptional()
-  @IsString()
-  @MaxLength(200)
-  cursor?: string;
 }
