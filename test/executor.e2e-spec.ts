@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExecutionRequest } from '../src/runs/executor/executor';
 import { resolveRunIdentity } from '../src/runs/executor/run-identity';
@@ -118,7 +119,12 @@ describe('ShellExecutor and aborts', () => {
 
   it('a command that finished on its own counts as finished, even when the lease was lost before its exit reached us', async () => {
     const m = markers('raced');
-    const executor = new ShellExecutor(`touch '${m.started}'; sleep 0.3; echo done > '${m.finished}'`, process.env, resolveRunIdentity(undefined));
+    const executor = new ShellExecutor(
+      `touch '${m.started}'; sleep 0.3; echo done > '${m.finished}'`,
+      process.env,
+      resolveRunIdentity(undefined),
+      tmpdir(),
+    );
     const abort = new AbortController();
     const pending = executor.execute(request('raced'), abort.signal);
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');
@@ -136,7 +142,7 @@ describe('ShellExecutor and aborts', () => {
 
   it('a command the abort killed is aborted', async () => {
     const m = markers('killed');
-    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env, resolveRunIdentity(undefined));
+    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env, resolveRunIdentity(undefined), tmpdir());
     const abort = new AbortController();
     const pending = executor.execute(request('killed'), abort.signal);
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');

@@ -56,6 +56,9 @@ export class ProjectsService {
       return await this.ds.transaction(async (em) => {
         const project = await this.insert(em, input);
         await mkdir(project.workspacePath, { recursive: true });
+        // Made now, by us: a project-level run's command will own <root>/<id> and could not make
+        // it later — nor must it be able to decide what `tasks` is.
+        await mkdir(join(this.config.workspaceRoot, project.id, 'tasks'), { recursive: true });
         return project;
       });
     } catch (err) {

@@ -50,7 +50,13 @@ export class RunsModule {
               if (config.runExecutor === 'noop') return new NoopExecutor();
               const identity = resolveRunIdentity(config.runAsUser);
               prepareWorkspaceRoot(config.workspaceRoot, identity);
-              return new ShellExecutor(config.orchestratorCommand, processEnvironment(), identity, config.orchestratorEnvPassthrough);
+              return new ShellExecutor(
+                config.orchestratorCommand,
+                processEnvironment(),
+                identity,
+                config.workspaceRoot,
+                config.orchestratorEnvPassthrough,
+              );
             },
           },
         ]

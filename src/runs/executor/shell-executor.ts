@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { commandBaseEnv } from './command-env';
 import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, RunExecutor } from './executor';
 import { OutputTail } from './output-tail';
 import type { RunIdentity } from './run-identity';
+import { ensureWorkspace } from './workspace-guard';
 
 /**
  * The command runs in its own process group next to a tiny watchdog that reads fd 3, a socket only
@@ -40,6 +41,7 @@ export class ShellExecutor implements RunExecutor {
     private readonly command: string,
     private readonly workerEnv: NodeJS.ProcessEnv,
     private readonly identity: RunIdentity,
+    private readonly workspaceRoot: string,
     private readonly passthrough: readonly string[] = [],
   ) {}
 
@@ -60,14 +62,12 @@ export class ShellExecutor implements RunExecutor {
 
   /** The workspace (owned by the run's user), the requirement file, and the command's environment. */
   private async prepare(req: ExecutionRequest): Promise<Prepared> {
-    await mkdir(req.workspace, { recursive: true });
+    const owner = this.identity.kind === 'user' ? this.identity : undefined;
+    await ensureWorkspace(this.workspaceRoot, req.workspace, owner);
     const dir = await mkdtemp(join(tmpdir(), 'onceflow-attempt-'));
     const requirementFile = join(dir, 'requirement.txt');
     await writeFile(requirementFile, req.requirement, { mode: 0o600 });
-    if (this.identity.kind === 'user') {
-      const { uid, gid } = this.identity;
-      for (const path of [req.workspace, dir, requirementFile]) await chown(path, uid, gid);
-    }
+    if (owner) for (const path of [dir, requirementFile]) await chown(path, owner.uid, owner.gid);
     const env: NodeJS.ProcessEnv = commandBaseEnv(this.workerEnv, this.passthrough);
     // The worker's HOME is no place for another user's files (and may hold the worker's own).
     if (this.identity.kind === 'user') env.HOME = dir;

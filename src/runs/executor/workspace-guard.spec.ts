@@ -1,0 +1,49 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureWorkspace } from './workspace-guard';
+
+/** Real directories and symlinks: what a command that owned a workspace could have left behind. */
+describe('ensureWorkspace', () => {
+  let base: string;
+  let root: string;
+  let outside: string;
+  beforeEach(() => {
+    base = mkdtempSync(join(tmpdir(), 'onceflow-wsguard-'));
+    root = join(base, 'root');
+    outside = join(base, 'outside');
+    mkdirSync(join(root, 'p1', 'tasks'), { recursive: true });
+    mkdirSync(outside);
+  });
+  afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+  it('creates a workspace inside the root and gives it (only it) to the run user', async () => {
+    const ws = join(root, 'p1', 'tasks', 't1');
+    await ensureWorkspace(root, ws, { uid: 65534, gid: 65534 });
+    expect(statSync(ws)).toMatchObject({ uid: 65534, gid: 65534 });
+    expect(statSync(join(root, 'p1', 'tasks')).uid).toBe(process.geteuid!());
+  });
+
+  it('never creates or chowns through a symlink planted below the root', async () => {
+    rmSync(join(root, 'p1', 'tasks'), { recursive: true });
+    symlinkSync(outside, join(root, 'p1', 'tasks'));
+    await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 't2'), { uid: 65534, gid: 65534 })).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+    expect(existsSync(join(outside, 't2'))).toBe(false);
+    symlinkSync(outside, join(root, 'p2'));
+    await expect(ensureWorkspace(root, join(root, 'p2'), { uid: 65534, gid: 65534 })).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+    expect(statSync(outside).uid).toBe(process.geteuid!());
+  });
+
+  it('refuses a workspace that is not inside the root', async () => {
+    await expect(ensureWorkspace(root, root)).rejects.toThrow(/not inside WORKSPACE_ROOT/);
+    await expect(ensureWorkspace(root, outside)).rejects.toThrow(/not inside WORKSPACE_ROOT/);
+    await expect(ensureWorkspace(root, join(root, '..', 'outside', 'x'))).rejects.toThrow(/not inside WORKSPACE_ROOT/);
+  });
+
+  it('accepts a root that is itself reached through a symlink', async () => {
+    const alias = join(base, 'alias');
+    symlinkSync(root, alias);
+    await ensureWorkspace(alias, join(alias, 'p1', 'tasks', 't3'));
+    expect(existsSync(join(root, 'p1', 'tasks', 't3'))).toBe(true);
+  });
+});
