@@ -50,7 +50,8 @@ describe('docker-compose.yml', () => {
   it.each(['api', 'worker', 'scheduler'])('%s: read-only root, /tmp in memory, no capabilities but those listed, no new privileges', (name) => {
     const s = services[name];
     expect(s.read_only).toBe(true);
-    expect(s.tmpfs).toEqual(['/tmp']);
+    // The worker's /tmp holds the onceflow CLI its commands run: it must allow exec (Docker's default is noexec).
+    expect(s.tmpfs).toEqual(name === 'worker' ? ['/tmp:exec,mode=1777'] : ['/tmp']);
     expect(s.cap_drop).toEqual(['ALL']);
     expect(s.security_opt).toEqual(['no-new-privileges:true']);
     expect(s.privileged).toBeUndefined();
