@@ -62,6 +62,12 @@ export class MetricsService {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly infraRetries = new Counter({
+    name: 'onceflow_infra_retries_total',
+    help: 'Jobs retried with exponential backoff after an infrastructure error, by queue and reason (postgres, redis, error)',
+    labelNames: ['queue', 'reason'] as const,
+    registers: [this.registry],
+  });
   readonly deliveries = new Counter({
     name: 'onceflow_webhook_deliveries_total',
     help: 'Webhook deliveries by provider and status',
