@@ -75,6 +75,19 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly spool = new Counter({
+    name: 'onceflow_webhook_spool_total',
+    help: 'Webhook deliveries spooled in Redis while Postgres was unreachable, drained, dead-lettered or refused (spool unavailable: 503)',
+    labelNames: ['provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly spoolDepth = new Gauge({
+    name: 'onceflow_webhook_spool_depth',
+    help: 'Webhook deliveries waiting in the spool (refreshed by the drainer about every second)',
+    labelNames: ['provider'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'onceflow_' });
   }

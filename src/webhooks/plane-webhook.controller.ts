@@ -22,12 +22,17 @@ export class PlaneWebhookController {
   @Post('plane')
   @ApiHeader({ name: 'X-Plane-Signature', required: true, description: 'lowercase hex HMAC-SHA256 of the raw body' })
   @ApiHeader({ name: 'X-Plane-Delivery', required: false, description: 'per-attempt id (recorded, not used for dedupe)' })
-  @ApiAcceptedResponse({ description: '{ status: "accepted" | "ignored", deliveryId, reason? }' })
+  @ApiAcceptedResponse({
+    description:
+      '{ status: "accepted" | "ignored", deliveryId, reason? }; { status: "accepted", spooled: true } while Postgres is unreachable ' +
+      '(kept in a Redis spool, processed once when it is back); "ignored" with reason unstorable_nul_character / ' +
+      'unstorable_lone_surrogate for a body Postgres cannot store as it is (recorded cleaned, never a task)',
+  })
   @ApiOkResponse({ description: '{ status: "duplicate", deliveryId }: a retry, or the work item already has its task' })
-  @ApiBadRequestResponse({ description: 'Not JSON, or without data.id / the fields the event needs' })
+  @ApiBadRequestResponse({ description: 'Not JSON, nested deeper than 128 levels, or without data.id / the fields the event needs' })
   @ApiUnauthorizedResponse({ description: 'Missing, malformed or wrong signature' })
   @ApiPayloadTooLargeResponse({ description: 'Body over WEBHOOK_BODY_LIMIT_BYTES (1 MiB)' })
-  @ApiServiceUnavailableResponse({ description: 'PLANE_WEBHOOK_SECRETS is not set' })
+  @ApiServiceUnavailableResponse({ description: 'PLANE_WEBHOOK_SECRETS is not set, or Postgres and the Redis spool are both unreachable' })
   async plane(
     @Req() req: RawBodyRequest<Request>,
     @Res() res: Response,

@@ -1,0 +1,61 @@
+import type { RequestHandler } from 'express';
+import { json } from 'express';
+
+/**
+ * Deepest JSON nesting any route accepts. Plane's deepest real field (a ProseMirror description
+ * of nested lists) stays far below; JSON.stringify overflows the stack near 10,000 levels and
+ * Postgres' json parser recurses too, so a body must be refused long before either.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN = new Set([0x5b, 0x7b]); // [ {
+const CLOSE = new Set([0x5d, 0x7d]); // ] }
+
+/**
+ * True when the UTF-8 JSON text nests deeper than `max`: one pass over the bytes, no recursion,
+ * brackets inside strings skipped (UTF-8 continuation bytes never equal an ASCII byte). Cheap
+ * enough to run before JSON.parse, which takes ~0.4 s on 1 MiB of `[` and would block every
+ * other request meanwhile.
+ */
+export function jsonDepthExceeds(bytes: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i];
+    if (inString) {
+      if (b === BACKSLASH) i++;
+      else if (b === QUOTE) inString = false;
+    } else if (b === QUOTE) inString = true;
+    else if (OPEN.has(b)) {
+      if (++depth > max) return true;
+    } else if (CLOSE.has(b)) depth--;
+  }
+  return false;
+}
+
+export class JsonTooDeepError extends Error {
+  readonly status = 400;
+  readonly type = 'entity.too.deep';
+  constructor(max: number) {
+    super(`body nests deeper than ${max} levels`);
+  }
+}
+
+/**
+ * The JSON body parser of every route: the body-size limit (413), the raw bytes kept on
+ * `req.rawBody` (the Plane signature is computed over them) and the nesting limit (400) checked
+ * before parsing. Registered under body-parser's own name (`jsonParser`), so Nest does not add
+ * its default parser next to it. A body declared in another charset than UTF-8 is not scanned
+ * here; the Plane intake checks the parsed depth again (storable-json.ts).
+ */
+export function jsonBodyParser(limitBytes: number, maxDepth = MAX_JSON_DEPTH): RequestHandler {
+  return json({
+    limit: limitBytes,
+    verify: (req, _res, buf, encoding) => {
+      (req as { rawBody?: Buffer }).rawBody = buf;
+      if (/^utf-?8$/i.test(encoding) && jsonDepthExceeds(buf, maxDepth)) throw new JsonTooDeepError(maxDepth);
+    },
+  });
+}
