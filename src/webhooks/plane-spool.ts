@@ -86,8 +86,12 @@ export class PlaneSpool {
     this.keys = { entries: `${base}:entries`, items: `${base}:items`, attempts: `${base}:attempts`, dead: `${base}:dead` };
   }
 
-  /** Throws when Redis cannot take it (unreachable, too slow, or the spool is full). */
+  /**
+   * Throws when Redis cannot take it: not connected (refused at once, so no command lingers in the
+   * client's offline queue to land after we answered 503), too slow, or the spool is full.
+   */
   async push(e: Omit<SpoolEntry, 'id' | 'spooledAt'>): Promise<SpoolEntry> {
+    if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`);
     const entry: SpoolEntry = { id: randomUUID(), spooledAt: Date.now(), ...e };
     this.maybeNonEmpty = true;
     const length = Number(
