@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { LockService } from '../src/locks/lock.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { MetricsService } from '../src/metrics/metrics.service';
+import { PlaneSpool } from '../src/webhooks/plane-spool';
 import { SPOOL_LOCK_KEY } from '../src/webhooks/plane-spool-drainer';
 import { closeDb, count, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testDatabaseUrl, testEnv, testRedisUrl } from './support/env';
@@ -40,6 +41,11 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     b = await startApp({ ...env, APP_ROLE: 'api' });
     redis = new Redis(testRedisUrl());
   });
+  // A test that failed while holding the drain lease must not hold up the next one.
+  afterEach(async () => {
+    pg.restore();
+    await redis.del(`${prefix}:lock:${SPOOL_LOCK_KEY}`);
+  });
   afterAll(async () => {
     pg.restore();
     await b?.close();
@@ -75,6 +81,25 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     return { release: async () => void (await locks.release(handle!)) };
   }
 
+  /** Holds an exclusive lock on `tasks` until released: a task insert then waits, mid-transaction. */
+  async function blockTasks(): Promise<{ waiting(): Promise<boolean>; release(): Promise<void> }> {
+    const blocker = await db().connect();
+    await blocker.query('BEGIN');
+    await blocker.query('LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE');
+    return {
+      waiting: async () => {
+        const { rows } = await db().query(
+          `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE NOT l.granted AND c.relname = 'tasks'`,
+        );
+        return rows[0].n > 0;
+      },
+      release: async () => {
+        await blocker.query('ROLLBACK');
+        blocker.release();
+      },
+    };
+  }
+
   it('every delivery during the cut gets a 2xx; after it: one task, run and workspace per item, each run executed once', async () => {
     const items = Array.from({ length: 6 }, () => newWorkItem());
     const v2Items = items.slice(4);
@@ -99,6 +124,8 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     await spooledDeliveries([[b, v1Body(createdThenDeleted, 'deleted')]]);
     expect(await spoolLength()).toBe(bodies.length + 2);
     expect(await metric('spooled')).toBe(bodies.length + 2);
+    const depths = await Promise.all([a, b].map(async (app) => (await app.app.get(MetricsService).spoolDepth.get()).values[0]?.value ?? 0));
+    expect(Math.max(...depths)).toBe(bodies.length + 2);
     pg.restore();
 
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
@@ -157,27 +184,20 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     await spooledDeliveries([[a, body]]);
     pg.restore();
     // The task insert will wait on this lock: the drainer is then stuck mid-entry, its delivery row written.
-    const blocker = await db().connect();
+    const tasks = await blockTasks();
     try {
-      await blocker.query('BEGIN');
-      await blocker.query('LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE');
       await lock.release();
       await waitFor(
         async () => {
-          const { rows } = await db().query(
-            `SELECT (SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE NOT l.granted AND c.relname = 'tasks')::int AS waiting,
-                    (SELECT count(*) FROM webhook_deliveries WHERE dedupe_key = $1)::int AS recorded`,
-            [dedupeKey(body)],
-          );
-          return rows[0].waiting > 0 && rows[0].recorded === 1;
+          const { rows } = await db().query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
+          return (await tasks.waiting()) && rows[0].n === 1;
         },
         20_000,
         'a drainer blocked inside the task insert',
       );
       pg.cut();
-      await blocker.query('ROLLBACK');
     } finally {
-      blocker.release();
+      await tasks.release();
     }
     expect(await spoolLength()).toBe(1);
     pg.restore();
@@ -190,6 +210,53 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect(count(countFile, 'start', state.runs[0].id)).toBe(1);
     const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
     expect(rows).toEqual([{ status: 'processed', reason: 'task_created' }]);
+  });
+
+  it('a direct delivery that loses Postgres after its row was written is spooled, and finished once from its row', async () => {
+    const item = newWorkItem();
+    const body = v1Body(item, 'created');
+    const tasks = await blockTasks();
+    let answer: Awaited<ReturnType<typeof deliver>>;
+    try {
+      // supertest sends on then(): start it now, await it later.
+      const pending = deliver(a, body).then((res) => res);
+      await waitFor(() => tasks.waiting(), 20_000, 'the delivery blocked inside the task insert');
+      pg.cut();
+      answer = await pending;
+    } finally {
+      await tasks.release();
+    }
+    expect(answer.status).toBe(202);
+    expect(answer.body).toEqual(SPOOLED);
+    pg.restore();
+    await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
+    const state = await workItemState(item.id, a.config.workspaceRoot);
+    expect(state.tasks).toHaveLength(1);
+    expect(state.runs).toHaveLength(1);
+    // Finished from the row it had (no second record: Plane sent it once, so no duplicate is counted).
+    const { rows } = await db().query('SELECT status, duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
+    expect(rows).toEqual([{ status: 'processed', duplicate_count: 0 }]);
+  });
+
+  it('an entry that keeps failing for another reason goes to the dead list and stops blocking the spool', async () => {
+    const lock = await holdDrainLock(60_000);
+    const poison = await a.app.get(PlaneSpool).push({
+      dedupeKey: 'sha256:poison',
+      workItemId: randomUUID(),
+      externalDeliveryId: null,
+      deliveryId: null,
+      body: '{"not": "a plane body"',
+    });
+    const item = newWorkItem();
+    pg.cut();
+    await spooledDeliveries([[a, v1Body(item, 'created')]]);
+    pg.restore();
+    await lock.release();
+    await waitFor(async () => (await spoolLength()) === 0, 60_000, 'the spool to drain past the poison entry');
+    expect((await workItemState(item.id, a.config.workspaceRoot)).tasks).toHaveLength(1);
+    const dead = await redis.lrange(`${prefix}:plane-spool:dead`, 0, -1);
+    expect(dead.map((e) => e.split('\n')[0])).toEqual([poison.id]);
+    expect(await metric('dead_lettered')).toBe(1);
   });
 
   it('entries wait while a dead drainer’s lease lives, then its half-done entry is finished once', async () => {

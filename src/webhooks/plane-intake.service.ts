@@ -35,9 +35,9 @@ export type SpooledResult = 'done' | 'unavailable';
 const SPOOLED: IntakeAnswer = { httpStatus: 202, body: { status: 'accepted', spooled: true } };
 
 /**
- * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse →
- * (entries of this work item in the spool? queue behind them) → ONE insert keyed by the dedupe
- * key (a retry stops here) → the event handler. Body size (413), JSON syntax and nesting (400) are
+ * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse → ONE
+ * insert keyed by the dedupe key (a retry stops here) → (entries of this work item in the spool?
+ * queue behind them) → the event handler. Body size (413), JSON syntax and nesting (400) are
  * enforced by the body parser before this runs. Postgres out of reach at the insert or in the
  * handler: the delivery goes to the spool (202 spooled), drained later through processSpooled.
  */
@@ -74,8 +74,6 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw err;
     }
-    // Per work item, arrival order: while older deliveries of this item wait in the spool, this one waits behind them.
-    if (await this.spool.holdsWorkItem(delivery.event.workItemId)) return this.toSpool(req.body, delivery, null, 'behind_spooled');
     let recorded;
     try {
       recorded = await this.deliveries.record(deliveryRow(delivery));
@@ -91,6 +89,12 @@ export class PlaneIntakeService {
         await this.handler.handle(recorded.id, delivery.event);
       }
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: recorded.id } };
+    }
+    // Arrival order per work item: while older deliveries of this item wait in the spool, this one
+    // is processed behind them, from its row (only a new delivery asks: a retry changes nothing).
+    if (await this.spool.holdsWorkItem(delivery.event.workItemId)) {
+      const spooled = await this.toSpool(req.body, delivery, recorded.id, 'behind_spooled').catch(() => null);
+      if (spooled) return spooled;
     }
     const outcome = await this.handler.handle(recorded.id, delivery.event);
     if (outcome.transient) {

@@ -10,7 +10,7 @@ import { PLANE } from './plane-event-handler';
 import { PlaneIntakeService } from './plane-intake.service';
 import { PlaneSpool } from './plane-spool';
 
-/** How often an idle drainer looks at the spool (one LLEN); also how stale a replica's "spool is empty" may be. */
+/** How often an idle drainer looks at the spool (one LLEN). */
 export const SPOOL_POLL_MS = 1000;
 /** The drain lease; renewed every third of it while entries are processed. */
 export const SPOOL_LEASE_MS = 15_000;

@@ -64,7 +64,7 @@ function decode(raw: string): SpoolEntry {
  * - nothing is lost: an entry leaves the list only after it was processed, by a compare-and-pop of
  *   that very entry (REMOVE_HEAD), never by a pop before processing;
  * - one drainer at a time (PlaneSpoolDrainer, under a Redis lease), taking the head only, so the
- *   entries of a work item are processed in arrival order; a live delivery for a work item that
+ *   entries of a work item are processed in arrival order; a new delivery for a work item that
  *   still has entries here is spooled behind them (holdsWorkItem) instead of overtaking them;
  * - exactly-once effects come from Postgres, as for every delivery: a drainer that dies or loses
  *   its lease mid-entry leaves the entry at the head, and the next one runs it again through the
@@ -74,8 +74,6 @@ function decode(raw: string): SpoolEntry {
 export class PlaneSpool {
   private readonly logger = new Logger(PlaneSpool.name);
   private readonly keys: { entries: string; items: string; attempts: string; dead: string };
-  /** False only after a look at Redis found it empty: spares live deliveries a Redis round trip. */
-  private maybeNonEmpty = true;
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
@@ -93,7 +91,6 @@ export class PlaneSpool {
   async push(e: Omit<SpoolEntry, 'id' | 'spooledAt'>): Promise<SpoolEntry> {
     if (this.redis.status !== 'ready') throw new Error(`Redis is not connected (${this.redis.status})`);
     const entry: SpoolEntry = { id: randomUUID(), spooledAt: Date.now(), ...e };
-    this.maybeNonEmpty = true;
     const length = Number(
       await withTimeout(
         this.redis.eval(PUSH, 2, this.keys.entries, this.keys.items, encode(entry), entry.workItemId, SPOOL_MAX_ENTRIES),
@@ -108,11 +105,13 @@ export class PlaneSpool {
   }
 
   /**
-   * True when entries of this work item wait here: a live delivery for it must queue behind them.
-   * Redis unreachable: false (we cannot know; the delivery goes straight to Postgres).
+   * True when entries of this work item wait here: a new delivery for it must queue behind them.
+   * One HEXISTS, asked of Redis every time: a per-process "spool is empty" cache let a replica
+   * that had not looked for a second overtake another replica's spooled entries. Redis not
+   * connected or slow: false (we cannot know; the delivery goes on to Postgres).
    */
   async holdsWorkItem(workItemId: string): Promise<boolean> {
-    if (!this.maybeNonEmpty) return false;
+    if (this.redis.status !== 'ready') return false;
     try {
       return (await withTimeout(this.redis.hexists(this.keys.items, workItemId), LOOKUP_TIMEOUT_MS, 'the spool lookup')) === 1;
     } catch (err) {
@@ -121,10 +120,9 @@ export class PlaneSpool {
     }
   }
 
-  /** The number of waiting entries; also refreshes the gauge and whether live deliveries must look here. */
+  /** The number of waiting entries; also refreshes the gauge. */
   async depth(): Promise<number> {
     const n = await this.redis.llen(this.keys.entries);
-    this.maybeNonEmpty = n > 0;
     this.metrics.spoolDepth.set({ provider: PLANE }, n);
     return n;
   }
