@@ -24,9 +24,8 @@ function countByte(bytes: Buffer, byte: number, stopAbove: number): number {
 
 /**
  * True when the UTF-8 JSON text nests deeper than `max`: one pass over the bytes, no recursion,
- * brackets inside strings skipped (UTF-8 continuation bytes never equal an ASCII byte). Cheap
- * enough to run before JSON.parse, which takes ~0.4 s on 1 MiB of `[` and would block every
- * other request meanwhile.
+ * brackets inside strings skipped (UTF-8 continuation bytes never equal an ASCII byte). Runs
+ * before JSON.parse, which on a megabyte of `[` would block every other request for a while.
  */
 export function jsonDepthExceeds(bytes: Buffer, max: number): boolean {
   // No more opening brackets than the limit (most bodies): the nesting cannot exceed it.

@@ -1,9 +1,9 @@
 import { compile } from 'html-to-text';
 
 /**
- * Most of a description the intake reads. Plane's HTML goes through htmlparser2, whose parse is
- * quadratic in the nesting of unclosed tags (measured here: 80,000 nested `<b>` take ~0.9 s,
- * 1 MiB of them ~30 s); at this size the worst input seen converts in well under 0.1 s.
+ * Most of a description's HTML the intake converts. htmlparser2 (under html-to-text) parses in
+ * time quadratic in the nesting of unclosed tags: a megabyte of them would block the process for
+ * long; this much converts quickly whatever it holds (test: webhooks-input).
  */
 export const MAX_DESCRIPTION_HTML_CHARS = 64 * 1024;
 /** Most of a description's text that becomes part of a requirement. */
