@@ -6,12 +6,14 @@ import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './common/http-exception.filter';
 import { openApiFrame } from './common/openapi';
+import { jsonBodyParser } from './common/json-body';
 import type { AppConfig } from './config/app-config';
 
 /** Pipes, filters, body limits and OpenAPI: the same for `npm start` and for tests. */
 export function configureApp(app: NestExpressApplication, config: AppConfig): void {
   app.useLogger(app.get(Logger));
-  app.useBodyParser('json', { limit: config.webhookBodyLimitBytes });
+  // Keeps the raw bytes (rawBody) like Nest's own parser, and refuses absurd nesting before parsing.
+  app.use(jsonBodyParser(config.webhookBodyLimitBytes));
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   app.useGlobalFilters(new HttpErrorFilter());
   app.enableShutdownHooks();

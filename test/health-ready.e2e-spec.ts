@@ -1,6 +1,6 @@
 import { startProcess, waitFor, WorkerProcess } from './support/app';
 import { tempDir, testDatabaseUrl, testEnv } from './support/env';
-import { CuttableProxy } from './support/tcp-proxy';
+import { TcpProxy } from './support/tcp-proxy';
 
 interface LogLine {
   level: number;
@@ -34,20 +34,17 @@ const warnings = (p: WorkerProcess) => lines(p).filter((l) => l.level >= 40).len
  * once per change of state, not once per probe.
  */
 describe('GET /health/ready while Postgres is unreachable', () => {
-  const target = new URL(testDatabaseUrl());
-  const proxy = new CuttableProxy(target.hostname, Number(target.port || 5432));
+  const proxy = TcpProxy.for(testDatabaseUrl(), 5432);
   let app: WorkerProcess;
 
   beforeAll(async () => {
-    const port = await proxy.start();
-    const viaProxy = new URL(testDatabaseUrl());
-    viaProxy.host = `127.0.0.1:${port}`;
-    const env = testEnv('ready', `${tempDir('ready')}/executions.log`, { DATABASE_URL: viaProxy.toString(), LOG_LEVEL: 'info' });
+    await proxy.start();
+    const env = testEnv('ready', `${tempDir('ready')}/executions.log`, { DATABASE_URL: proxy.url(testDatabaseUrl()), LOG_LEVEL: 'info' });
     app = await startProcess(env, 'api');
   });
   afterAll(async () => {
     await app?.stop();
-    await proxy.cut();
+    await proxy.stop();
   });
 
   const ready = async () => {

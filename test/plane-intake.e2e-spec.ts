@@ -36,7 +36,7 @@ describe('PlaneIntakeService', () => {
       () => null,
       (e: unknown) => e as { status: number; message: string },
     );
-  const stored = async (id: string) => (await db().query('SELECT * FROM webhook_deliveries WHERE id = $1', [id])).rows[0];
+  const stored = async (id: string | undefined) => (await db().query('SELECT * FROM webhook_deliveries WHERE id = $1', [id])).rows[0];
 
   it('refuses a missing or empty raw body (400) before anything else', async () => {
     const body = v1Body(newWorkItem(), 'created');

@@ -18,6 +18,8 @@ describe('loadConfig', () => {
       queueStalledIntervalMs: 30_000,
       runRetryBaseDelayMs: 1000,
       runRetryMaxDelayMs: 120_000,
+      infraRetryBaseDelayMs: 500,
+      infraRetryMaxDelayMs: 30_000,
       reconcileIntervalMs: 30_000,
       notifyRetryBaseDelayMs: 2000,
       notifyMaxAttempts: 8,
@@ -34,6 +36,8 @@ describe('loadConfig', () => {
     [{ SLACK_WEBHOOK_URL: 'not a url' }, /SLACK_WEBHOOK_URL is not a valid URL/],
     [{ ADMIN_USER: 'admin' }, /ADMIN_USER and ADMIN_PASSWORD/],
     [{ RUN_RETRY_BASE_DELAY_MS: '5000', RUN_RETRY_MAX_DELAY_MS: '100' }, /RUN_RETRY_MAX_DELAY_MS/],
+    [{ INFRA_RETRY_BASE_DELAY_MS: '5000', INFRA_RETRY_MAX_DELAY_MS: '100' }, /INFRA_RETRY_MAX_DELAY_MS/],
+    [{ INFRA_RETRY_BASE_DELAY_MS: '0' }, /INFRA_RETRY_BASE_DELAY_MS must be between/],
     [{ API_KEYS: 'short' }, /at least 16/],
   ])('refuses %j with a clear message', (env, message) => {
     expect(() => loadConfig({ ...base, ...env })).toThrow(message);

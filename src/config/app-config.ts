@@ -37,6 +37,9 @@ export interface AppConfig {
   queueMaxStalledCount: number;
   runRetryBaseDelayMs: number;
   runRetryMaxDelayMs: number;
+  /** Backoff after an infrastructure error (Postgres/Redis unreachable, an unexpected throw) in a queue processor or the webhook spool drainer. */
+  infraRetryBaseDelayMs: number;
+  infraRetryMaxDelayMs: number;
   reconcileIntervalMs: number;
   notifyRetryBaseDelayMs: number;
   notifyMaxAttempts: number;
@@ -185,6 +188,11 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
   if (runRetryMaxDelayMs < runRetryBaseDelayMs) {
     throw new ConfigError('RUN_RETRY_MAX_DELAY_MS must not be below RUN_RETRY_BASE_DELAY_MS');
   }
+  const infraRetryBaseDelayMs = int(env, 'INFRA_RETRY_BASE_DELAY_MS', 500, 1);
+  const infraRetryMaxDelayMs = int(env, 'INFRA_RETRY_MAX_DELAY_MS', 30000, 1);
+  if (infraRetryMaxDelayMs < infraRetryBaseDelayMs) {
+    throw new ConfigError('INFRA_RETRY_MAX_DELAY_MS must not be below INFRA_RETRY_BASE_DELAY_MS');
+  }
   return {
     nodeEnv,
     role,
@@ -216,6 +224,8 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     queueMaxStalledCount: int(env, 'QUEUE_MAX_STALLED_COUNT', workerConcurrency + 2, 1),
     runRetryBaseDelayMs,
     runRetryMaxDelayMs,
+    infraRetryBaseDelayMs,
+    infraRetryMaxDelayMs,
     reconcileIntervalMs: int(env, 'RECONCILE_INTERVAL_MS', 30000, 100),
     notifyRetryBaseDelayMs: int(env, 'NOTIFY_RETRY_BASE_DELAY_MS', 2000, 1),
     notifyMaxAttempts: int(env, 'NOTIFY_MAX_ATTEMPTS', 8, 1, 100),

@@ -15,6 +15,21 @@ export function isTransientDbError(err: unknown): boolean {
   );
 }
 
+/** Postgres cannot be reached or cannot take us now: everything transient, plus network and pool-side failures to get a connection. */
+const UNAVAILABLE_CODES = new Set(['53300', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * True when a statement failed because Postgres is out of reach (down, restarting, a network cut,
+ * a pool that could not get a connection in time) rather than because of what it asked. Such a
+ * statement can be tried again later unchanged; the Plane intake spools the delivery for that.
+ */
+export function isDbUnavailableError(err: unknown): boolean {
+  if (isTransientDbError(err)) return true;
+  const code = pgErrorCode(err);
+  if (code && UNAVAILABLE_CODES.has(code)) return true;
+  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test((err as Error)?.message ?? '');
+}
+
 export function pgErrorCode(err: unknown): string | undefined {
   const e = err as { code?: string; driverError?: { code?: string } };
   return e?.driverError?.code ?? e?.code;

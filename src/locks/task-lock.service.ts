@@ -1,5 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
+import { isDbUnavailableError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { Heartbeat, LockLostError, ShutdownAbort } from './heartbeat';
 import { LockHandle, LockService } from './lock.service';
@@ -57,7 +58,13 @@ export class TaskLockService implements BeforeApplicationShutdown {
 
   async runGuarded<T>(job: Job<T>, spec: GuardedProcessorSpec<T>): Promise<unknown> {
     const key = spec.lockKey(job);
-    const handle = await this.locks.acquire(key, spec.ttlMs);
+    let handle: LockHandle | null;
+    try {
+      handle = await this.locks.acquire(key, spec.ttlMs);
+    } catch (err) {
+      this.infraRetry(spec, job, err, 'redis');
+      throw err;
+    }
     if (!handle) {
       this.metrics.lockAcquisitions.inc({ result: 'busy' });
       this.metrics.duplicate('run_lock');
@@ -97,14 +104,7 @@ export class TaskLockService implements BeforeApplicationShutdown {
     try {
       return await spec.handler(job, lease);
     } catch (err) {
-      if (!(err instanceof RetryLaterError)) {
-        this.logger.error({
-          msg: 'job handler failed; Bull retries it',
-          processor: spec.name,
-          jobId: job.id,
-          err: err instanceof Error ? err.stack : String(err),
-        });
-      }
+      if (!(err instanceof RetryLaterError)) this.infraRetry(spec, job, err, infraReason(err));
       throw err;
     } finally {
       heartbeat.stop();
@@ -112,6 +112,22 @@ export class TaskLockService implements BeforeApplicationShutdown {
       this.active.delete(activeId);
       settle();
     }
+  }
+
+  /**
+   * Any error but RetryLaterError: Bull retries the job after infraRetryDelayMs (exponential,
+   * jittered, capped: see queue-settings.ts). Counted so an outage shows on /metrics.
+   */
+  private infraRetry<T>(spec: GuardedProcessorSpec<T>, job: Job<T>, err: unknown, reason: InfraReason): void {
+    this.metrics.infraRetries.inc({ queue: spec.name, reason });
+    this.logger.error({
+      msg: 'job failed; Bull retries it with backoff',
+      processor: spec.name,
+      jobId: job.id,
+      attempt: job.attemptsMade + 1,
+      reason,
+      err: err instanceof Error ? err.stack : String(err),
+    });
   }
 
   /** Leases held right now (graceful shutdown and tests look at these). */
@@ -134,4 +150,14 @@ export class TaskLockService implements BeforeApplicationShutdown {
     await Promise.race([Promise.all(running.map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, 15_000)))]);
     clearTimeout(timer);
   }
+}
+
+type InfraReason = 'postgres' | 'redis' | 'error';
+
+/** A metric label, not a decision: every reason is retried the same way. */
+function infraReason(err: unknown): InfraReason {
+  if (isDbUnavailableError(err)) return 'postgres';
+  const e = err as { name?: string; message?: string };
+  if (e?.name === 'MaxRetriesPerRequestError' || /Connection is closed|Stream isn't writeable/.test(e?.message ?? '')) return 'redis';
+  return 'error';
 }

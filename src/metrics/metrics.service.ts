@@ -62,6 +62,12 @@ export class MetricsService {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  readonly infraRetries = new Counter({
+    name: 'onceflow_infra_retries_total',
+    help: 'Jobs retried with exponential backoff after an infrastructure error, by queue and reason (postgres, redis, error)',
+    labelNames: ['queue', 'reason'] as const,
+    registers: [this.registry],
+  });
   readonly deliveries = new Counter({
     name: 'onceflow_webhook_deliveries_total',
     help: 'Webhook deliveries by provider and status',
@@ -85,6 +91,18 @@ export class MetricsService {
     name: 'onceflow_llm_upstream_calls_total',
     help: 'Calls the LLM proxy made to an upstream provider, by status class (2xx, 4xx, 5xx, error)',
     labelNames: ['provider', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly spool = new Counter({
+    name: 'onceflow_webhook_spool_total',
+    help: 'Webhook deliveries spooled in Redis while Postgres was unreachable, drained, dead-lettered or refused (spool unavailable: 503)',
+    labelNames: ['provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly spoolDepth = new Gauge({
+    name: 'onceflow_webhook_spool_depth',
+    help: 'Webhook deliveries waiting in the spool (refreshed by the drainer about every second)',
+    labelNames: ['provider'] as const,
     registers: [this.registry],
   });
 

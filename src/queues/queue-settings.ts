@@ -1,12 +1,20 @@
 import type { QueueOptions } from 'bull';
+import { fullJitterDelayMs } from '../common/backoff';
 import type { AppConfig } from '../config/app-config';
 
 /** Name of the backoff strategy every onceflow job uses (Bull looks it up by this key). */
 export const BACKOFF = 'onceflow';
 
-/** Delay for an unexpected handler error: short, jittered; the next claim decides what is left. */
-function unexpectedErrorDelay(): number {
-  return 500 + Math.floor(Math.random() * 1500);
+/**
+ * Delay before the next attempt of a job whose handler threw anything but a RetryLaterError (an
+ * infrastructure error: Postgres or Redis unreachable, a bug). Exponential in the job's attempt
+ * count with full jitter, capped by INFRA_RETRY_MAX_DELAY_MS: during an outage every job backs
+ * off instead of hammering the dead service every second or two. The exponent is Bull's own
+ * attempt count, shared by every worker that takes the job; a job that already retried for
+ * explicit reasons starts further up the curve, still under the cap.
+ */
+export function infraRetryDelayMs(attemptsMade: number, config: Pick<AppConfig, 'infraRetryBaseDelayMs' | 'infraRetryMaxDelayMs'>): number {
+  return Math.max(1, fullJitterDelayMs(attemptsMade, config.infraRetryBaseDelayMs, config.infraRetryMaxDelayMs));
 }
 
 /**
@@ -14,7 +22,8 @@ function unexpectedErrorDelay(): number {
  * QUEUE_STALLED_INTERVAL_MS: a job whose worker died is handed to another worker after about
  * lockDuration + stalledInterval. maxStalledCount is above the worker concurrency because a frozen
  * worker's idle slots can each re-take a stalled job once (see README, "Crash redelivery").
- * Retries are Bull retries whose delay the handler chooses (RetryLaterError.retryDelayMs).
+ * Retries are Bull retries whose delay the handler chooses (RetryLaterError.retryDelayMs), or
+ * infraRetryDelayMs for any other error.
  */
 export function queueOptions(config: AppConfig): QueueOptions {
   return {
@@ -27,8 +36,8 @@ export function queueOptions(config: AppConfig): QueueOptions {
       maxStalledCount: config.queueMaxStalledCount,
       drainDelay: 1,
       backoffStrategies: {
-        [BACKOFF]: (_attemptsMade: number, err: Error & { retryDelayMs?: number }) =>
-          typeof err?.retryDelayMs === 'number' ? Math.max(1, Math.round(err.retryDelayMs)) : unexpectedErrorDelay(),
+        [BACKOFF]: (attemptsMade: number, err: Error & { retryDelayMs?: number }) =>
+          typeof err?.retryDelayMs === 'number' ? Math.max(1, Math.round(err.retryDelayMs)) : infraRetryDelayMs(attemptsMade, config),
       },
     },
     defaultJobOptions: {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { TimeoutError, withTimeout } from '../common/with-timeout';
 import { preparedRows } from '../database/pg-statements';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
@@ -186,16 +187,11 @@ export class TaskIntakeService {
   }
 
   private async enqueue(run: Parameters<RunsService['enqueueAfterCommit']>[0]): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const budget = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), ENQUEUE_BUDGET_MS);
-      timer.unref();
-    });
-    const outcome = await Promise.race([this.runs.enqueueAfterCommit(run).then(() => 'done' as const), budget]).catch((err: unknown) => {
-      this.logger.warn({ msg: 'enqueue after commit failed; the reconciler will enqueue the run', runId: run.id, err: String(err) });
-      return 'failed' as const;
-    });
-    clearTimeout(timer);
-    if (outcome === 'late') this.logger.warn({ msg: 'enqueue is slow; answering anyway (the run is QUEUED in Postgres)', runId: run.id });
+    try {
+      await withTimeout(this.runs.enqueueAfterCommit(run), ENQUEUE_BUDGET_MS, 'the enqueue');
+    } catch (err) {
+      if (err instanceof TimeoutError) this.logger.warn({ msg: 'enqueue is slow; answering anyway (the run is QUEUED in Postgres)', runId: run.id });
+      else this.logger.warn({ msg: 'enqueue after commit failed; the reconciler will enqueue the run', runId: run.id, err: String(err) });
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
+import { isDbUnavailableError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
 import { TaskIntakeService } from '../tasks/task-intake.service';
 import { PlaneEvent, requirementOf } from './plane-payload';
@@ -9,6 +10,9 @@ import { DeliveryStatus } from './webhook-delivery.entity';
 
 export const PLANE = 'plane';
 const MAX_ERROR = 2000;
+
+/** `transient`: processing failed because Postgres was out of reach; the same delivery can simply be processed again later. */
+export type HandledOutcome = DeliveryOutcome & { transient?: boolean };
 
 /**
  * What a stored Plane delivery leads to: the same code for the first pass, a retry that takes over
@@ -26,15 +30,15 @@ export class PlaneEventHandler {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  async handle(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
-    let outcome: DeliveryOutcome;
+  async handle(deliveryId: string, e: PlaneEvent): Promise<HandledOutcome> {
+    let outcome: HandledOutcome;
     try {
       outcome = await this.decide(deliveryId, e);
     } catch (err) {
       // Stored input never earns a 5xx (Plane would drop it for good): record it for a replay.
       const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
       this.logger.error({ msg: 'plane delivery failed; replay it once the cause is fixed', deliveryId, workItemId: e.workItemId, error });
-      outcome = { status: DeliveryStatus.FAILED, reason: 'processing_failed', error };
+      outcome = { status: DeliveryStatus.FAILED, reason: 'processing_failed', error, transient: isDbUnavailableError(err) };
       await this.deliveries.finish(deliveryId, outcome).catch((finishErr: unknown) => {
         this.logger.error({ msg: 'could not record the failure; the delivery stays accepted', deliveryId, error: String(finishErr) });
       });

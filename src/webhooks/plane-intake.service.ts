@@ -2,12 +2,15 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { DomainError, notFound } from '../common/domain-error';
+import { isDbUnavailableError } from '../database/transaction';
 import { MetricsService } from '../metrics/metrics.service';
-import { PLANE, PlaneEventHandler } from './plane-event-handler';
-import { PlaneEvent, parsePlaneEvent, planeDedupeKey } from './plane-payload';
+import { deliveryRow, PlaneDelivery, readPlaneDelivery, UNSTORABLE_REASONS } from './plane-delivery';
+import { HandledOutcome, PLANE, PlaneEventHandler } from './plane-event-handler';
+import { parsePlaneEvent, planeDedupeKey } from './plane-payload';
 import { verifyPlaneSignature } from './plane-signature';
 import { PlaneWebhookAnswer } from './plane-webhook.view';
 import { ReplayView } from './delivery.view';
+import { PlaneSpool, SpoolEntry } from './plane-spool';
 import { DeliveryOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryStatus } from './webhook-delivery.entity';
 
@@ -23,10 +26,17 @@ export interface IntakeAnswer {
   body: PlaneWebhookAnswer;
 }
 
+/** What became of a spooled entry: done (remove it), or Postgres is still away (keep it, back off). */
+export type SpooledResult = 'done' | 'unavailable';
+
+const SPOOLED: IntakeAnswer = { httpStatus: 202, body: { status: 'accepted', spooled: true } };
+
 /**
  * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse → ONE
- * insert keyed by the dedupe key (a retry stops here) → the event handler. Body-size (413) and
- * JSON syntax (400) are enforced by the body parser before this runs.
+ * insert keyed by the dedupe key (a retry stops here) → (entries of this work item in the spool?
+ * queue behind them) → the event handler. Body size (413), JSON syntax and nesting (400) are
+ * enforced by the body parser before this runs. Postgres out of reach at the insert or in the
+ * handler: the delivery goes to the spool (202 spooled), drained later through processSpooled.
  */
 @Injectable()
 export class PlaneIntakeService {
@@ -35,6 +45,7 @@ export class PlaneIntakeService {
   constructor(
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly handler: PlaneEventHandler,
+    private readonly spool: PlaneSpool,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
@@ -44,43 +55,81 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'unconfigured' });
       throw new DomainError(503, 'Service Unavailable', 'Plane intake is not configured (set PLANE_WEBHOOK_SECRETS)');
     }
-    if (!Buffer.isBuffer(req.rawBody) || req.rawBody.length === 0) {
+    const rawBody = req.rawBody;
+    if (!Buffer.isBuffer(rawBody) || rawBody.length === 0) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw new DomainError(400, 'Bad Request', 'body must be JSON sent as application/json');
     }
-    if (!verifyPlaneSignature(req.rawBody, req.signature, this.config.planeWebhookSecrets)) {
+    if (!verifyPlaneSignature(rawBody, req.signature, this.config.planeWebhookSecrets)) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'rejected' });
       throw new DomainError(401, 'Unauthorized', 'missing or invalid X-Plane-Signature');
     }
-    let event: PlaneEvent;
+    let delivery: PlaneDelivery;
     try {
-      event = parsePlaneEvent(req.body);
+      delivery = readPlaneDelivery(req.body, (e) => planeDedupeKey(e, rawBody), headerValue(req.deliveryHeader));
     } catch (err) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw err;
     }
-    const body = req.body as Record<string, unknown>;
-    const recorded = await this.deliveries.record({
-      provider: PLANE,
-      dedupeKey: planeDedupeKey(event.version, req.rawBody, body),
-      externalDeliveryId: headerValue(req.deliveryHeader),
-      payloadVersion: event.version,
-      event: event.event,
-      action: event.action,
-      workItemId: event.workItemId,
-      actorId: event.actorId,
-      payload: body,
-    });
+    let recorded;
+    try {
+      recorded = await this.deliveries.record(deliveryRow(delivery));
+    } catch (err) {
+      if (!isDbUnavailableError(err)) throw err;
+      return this.toSpool(req.body, delivery, null, String(err));
+    }
     if (recorded.kind === 'duplicate') {
       this.metrics.duplicate('delivery_dedupe');
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
       if (recorded.takeOver) {
         this.logger.warn({ msg: 'retry of a delivery whose processing died: processing it now', deliveryId: recorded.id });
-        await this.handler.handle(recorded.id, event);
+        await this.handler.handle(recorded.id, delivery.event);
       }
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: recorded.id } };
     }
-    return answer(recorded.id, await this.handler.handle(recorded.id, event));
+    // Arrival order per work item: while older deliveries of this item wait in the spool, this one
+    // is processed behind them, from its row (only a new delivery asks: a retry changes nothing).
+    if (await this.spool.holdsWorkItem(delivery.event.workItemId)) {
+      const spooled = await this.toSpool(req.body, delivery, recorded.id, 'behind_spooled').catch(() => null);
+      if (spooled) return spooled;
+    }
+    const outcome = await this.handler.handle(recorded.id, delivery.event);
+    if (outcome.transient) {
+      // Stored, so never a 5xx: spooled if Redis takes it, else left for a replay (status failed or accepted).
+      return this.toSpool(req.body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() => answer(recorded.id, outcome));
+    }
+    return answer(recorded.id, outcome);
+  }
+
+  /**
+   * A spooled delivery, through the same idempotent path as a direct one. The row may already
+   * exist: written by this entry's own first pass (deliveryId), by a drainer that died mid-entry,
+   * or by a live retry. Then it is processed again only while it has not reached an outcome
+   * (accepted, or failed); a processed, duplicate or ignored row only counts the retry.
+   */
+  async processSpooled(entry: SpoolEntry): Promise<SpooledResult> {
+    const delivery = readPlaneDelivery(JSON.parse(entry.body), () => entry.dedupeKey, entry.externalDeliveryId);
+    let id: string;
+    let owed: boolean;
+    try {
+      if (entry.deliveryId) {
+        const row = await this.deliveries.get(entry.deliveryId);
+        if (!row) throw new Error(`spooled delivery ${entry.deliveryId} has no row`);
+        [id, owed] = [row.id, isOwed(row.status)];
+      } else {
+        const recorded = await this.deliveries.record(deliveryRow(delivery));
+        [id, owed] = [recorded.id, recorded.kind === 'new' || isOwed(recorded.status)];
+        if (recorded.kind === 'duplicate' && !owed) {
+          this.metrics.duplicate('delivery_dedupe');
+          this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
+        }
+      }
+    } catch (err) {
+      if (isDbUnavailableError(err)) return 'unavailable';
+      throw err;
+    }
+    if (owed && (await this.handler.handle(id, delivery.event)).transient) return 'unavailable';
+    return 'done';
   }
 
   /** Re-runs a stored delivery through the same idempotent path (the signature was checked on arrival). */
@@ -88,9 +137,40 @@ export class PlaneIntakeService {
     const row = await this.deliveries.get(id);
     if (!row) throw notFound('webhook delivery', id);
     if (row.provider !== PLANE) throw new DomainError(422, 'Unprocessable Entity', `no replay for provider ${row.provider}`);
-    const outcome = await this.handler.handle(row.id, parsePlaneEvent(row.payload));
+    // The stored payload of an unstorable body is a cleaned copy: it stays ignored, never a task.
+    const ignore = row.reason !== null && UNSTORABLE_REASONS.has(row.reason) ? row.reason : undefined;
+    const { transient: _transient, ...outcome } = await this.handler.handle(row.id, parsePlaneEvent(row.payload, ignore));
     return { deliveryId: row.id, ...outcome };
   }
+
+  private async toSpool(body: unknown, d: PlaneDelivery, deliveryId: string | null, why: string): Promise<IntakeAnswer> {
+    try {
+      const entry = await this.spool.push({
+        dedupeKey: d.dedupeKey,
+        workItemId: d.event.workItemId,
+        externalDeliveryId: d.externalDeliveryId,
+        deliveryId,
+        body: JSON.stringify(body),
+      });
+      this.logger.warn({
+        msg: 'plane delivery spooled; processed when Postgres is back',
+        spoolId: entry.id,
+        deliveryId,
+        workItemId: d.event.workItemId,
+        why,
+      });
+      return SPOOLED;
+    } catch (err) {
+      this.metrics.spool.inc({ provider: PLANE, outcome: 'refused' });
+      this.logger.error({ msg: 'plane delivery could not be spooled either', deliveryId, workItemId: d.event.workItemId, why, err: String(err) });
+      throw new DomainError(503, 'Service Unavailable', 'Postgres and the delivery spool are both unavailable; the delivery was not stored');
+    }
+  }
+}
+
+/** A row that has not reached an outcome yet: its processing is still owed. */
+function isOwed(status: DeliveryStatus): boolean {
+  return status === DeliveryStatus.ACCEPTED || status === DeliveryStatus.FAILED;
 }
 
 function answer(deliveryId: string, o: DeliveryOutcome): IntakeAnswer {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { descriptionText, parsePlaneEvent, planeDedupeKey, planeVersion, requirementOf } from './plane-payload';
+import { descriptionText } from './plane-description';
+import { parsePlaneEvent, planeDedupeKey, planeVersion, requirementOf } from './plane-payload';
 
 /**
  * Field by field: which part of a Plane body each PlaneEvent field comes from, and what is
@@ -63,8 +64,8 @@ describe('Plane payload: version and dedupe key', () => {
 
   it('keys v1 by the sha256 of the raw bytes and v2 by event_id', () => {
     const raw = Buffer.from('{"event": "issue"}');
-    expect(planeDedupeKey('v1', raw, { event_id: 'ignored' })).toBe(`sha256:${createHash('sha256').update(raw).digest('hex')}`);
-    expect(planeDedupeKey('v2', raw, { event_id: 'ev-9' })).toBe('event:ev-9');
+    expect(planeDedupeKey({ version: 'v1', eventId: 'ignored' }, raw)).toBe(`sha256:${createHash('sha256').update(raw).digest('hex')}`);
+    expect(planeDedupeKey({ version: 'v2', eventId: 'ev-9' }, raw)).toBe('event:ev-9');
   });
 });
 
@@ -154,10 +155,10 @@ describe('Plane payload: title, url and metadata', () => {
 });
 
 describe('descriptionText', () => {
-  it('turns block ends into line breaks, drops tags, decodes entities (&amp; last) and squeezes blank lines', () => {
+  it('turns blocks into paragraphs and list items into lines, drops tags, decodes entities once and squeezes blank lines', () => {
     const html =
       '<h2>Title</h2><p>a&nbsp;&lt;b&gt; &quot;c&quot; &#39;d&#39; &amp;lt;</p><ul><li>x</li><li>y</li></ul><div>z</div>one<br>two<br/>three<BR />four<p></p><p></p><p></p><p>end</p>';
-    expect(descriptionText({ description_html: html })).toBe('Title\na <b> "c" \'d\' &lt;\nx\ny\nz\none\ntwo\nthree\nfour\n\nend');
+    expect(descriptionText({ description_html: html })).toBe('Title\n\na\u00a0<b> "c" \'d\' &lt;\n\n- x\n- y\n\nz\none\ntwo\nthree\nfour\n\nend');
     expect(descriptionText({ description_stripped: 'None', description_html: '<p>html</p>' })).toBe('html');
   });
 

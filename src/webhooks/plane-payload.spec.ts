@@ -1,4 +1,5 @@
-import { descriptionText, parsePlaneEvent, planeDedupeKey, requirementOf } from './plane-payload';
+import { descriptionText } from './plane-description';
+import { parsePlaneEvent, planeDedupeKey, requirementOf } from './plane-payload';
 
 const ID = '5f0c7a52-2a43-4a4e-9d2b-5b1bb1a7e001';
 const PROJECT = '0c8f0e4d-7e0f-4b5a-8d51-3d7f3f0f0002';
@@ -100,17 +101,17 @@ describe('parsePlaneEvent (v2)', () => {
 
 describe('planeDedupeKey', () => {
   it('hashes v1 raw bytes (retries are byte-identical) and uses event_id for v2', () => {
-    const a = planeDedupeKey('v1', Buffer.from('{"a": 1}'), {});
-    expect(a).toBe(planeDedupeKey('v1', Buffer.from('{"a": 1}'), {}));
-    expect(a).not.toBe(planeDedupeKey('v1', Buffer.from('{"a":1}'), {}));
-    expect(planeDedupeKey('v2', Buffer.from('x'), { event_id: 'e' })).toBe('event:e');
+    const a = planeDedupeKey({ version: 'v1', eventId: null }, Buffer.from('{"a": 1}'));
+    expect(a).toBe(planeDedupeKey({ version: 'v1', eventId: null }, Buffer.from('{"a": 1}')));
+    expect(a).not.toBe(planeDedupeKey({ version: 'v1', eventId: null }, Buffer.from('{"a":1}')));
+    expect(planeDedupeKey({ version: 'v2', eventId: 'e' }, Buffer.from('x'))).toBe('event:e');
   });
 });
 
 describe('descriptionText', () => {
   it('prefers the stripped text, then HTML, then a ProseMirror document', () => {
     expect(descriptionText({ description_stripped: 'plain', description_html: '<p>x</p>' })).toBe('plain');
-    expect(descriptionText({ description_html: '<p>a &amp; b</p><p>c</p>' })).toBe('a & b\nc');
+    expect(descriptionText({ description_html: '<p>a &amp; b</p><p>c</p>' })).toBe('a & b\n\nc');
     const doc = {
       type: 'doc',
       content: [
@@ -120,5 +121,58 @@ describe('descriptionText', () => {
     };
     expect(descriptionText({ description: doc })).toBe('one\ntwo');
     expect(descriptionText({})).toBe('');
+  });
+});
+
+describe('names that Object.prototype also has', () => {
+  const PROTO_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__'];
+  const base = {
+    event: 'issue',
+    action: 'created',
+    workspace_id: WS,
+    data: { id: ID, name: 'n', project: PROJECT },
+    activity: {},
+  };
+
+  it.each(PROTO_NAMES)('v1 action %s is ignored, not acted on', (action) => {
+    expect(parsePlaneEvent({ ...base, action })).toMatchObject({ intent: 'none', ignoreReason: 'action_not_handled' });
+  });
+
+  it.each(PROTO_NAMES)('v2 event %s, also after "workitem.", is ignored, not acted on', (name) => {
+    const v2 = { version: 'v2', event_id: 'ev', data: { id: ID, project_id: PROJECT } };
+    expect(parsePlaneEvent({ ...v2, event: name })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+    expect(parsePlaneEvent({ ...v2, event: `workitem.${name}` })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+  });
+
+  it('reads __proto__ and constructor keys in the body as plain data', () => {
+    const body = JSON.parse(
+      `{"event": "issue", "action": "created", "__proto__": {"event": "x"}, "data": {"id": "${ID}", "project": "${PROJECT}", "constructor": 1, "__proto__": {"name": "evil"}}}`,
+    );
+    expect(parsePlaneEvent(body)).toMatchObject({ intent: 'upsert', event: 'issue', title: `Plane work item ${ID}` });
+  });
+});
+
+describe('parsePlaneEvent on odd values', () => {
+  it('takes a v2 event_id only as a string (an object would make every delivery share one dedupe key)', () => {
+    const v2 = { version: 'v2', event: 'workitem.created', data: { id: ID, project_id: PROJECT } };
+    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(expect.objectContaining({ status: 400 }));
+    expect(planeDedupeKey(parsePlaneEvent({ ...v2, event_id: 'ev-7' }), Buffer.from(''))).toBe('event:ev-7');
+  });
+
+  it('refuses an over-long event or action, drops NUL from derived text, and keeps an updated_at only if Postgres can read it', () => {
+    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
+    const e = parsePlaneEvent(v1({}, { name: 'a\u0000b\ud800', url: 'u'.repeat(3000), updated_at: 'Tue Nov 03 2026' }));
+    expect(e.title).toBe('ab\ufffd');
+    expect(e.url).toBeNull();
+    expect(e.metadata.updatedAt).toBeNull();
+    expect(parsePlaneEvent(v1({}, { sequence_id: 1e300 })).metadata.sequenceId).toBeNull();
+  });
+
+  it('turns an event into an ignored one when told why', () => {
+    expect(parsePlaneEvent(v1(), 'unstorable_nul_character')).toMatchObject({ intent: 'none', ignoreReason: 'unstorable_nul_character' });
+    // Without a project a created item is a 400, unless it is ignored anyway.
+    expect(parsePlaneEvent(v1({}, { project: undefined }), 'unstorable_lone_surrogate').intent).toBe('none');
   });
 });

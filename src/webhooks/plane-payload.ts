@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DomainError } from '../common/domain-error';
+import { clip, descriptionText } from './plane-description';
 
 /** What a delivery asks of us: create the task if new, close it, or nothing. */
 export type PlaneIntent = 'upsert' | 'close' | 'none';
@@ -13,6 +14,8 @@ export interface PlaneEvent {
   /** Set when intent is 'none': why we do not act on it. */
   ignoreReason: string | null;
   workItemId: string;
+  /** v2 only: the sender's event id, stable across retries (the dedupe key). */
+  eventId: string | null;
   /** The Plane project (required for 'upsert'). */
   projectId: string | null;
   workspaceId: string | null;
@@ -24,22 +27,31 @@ export interface PlaneEvent {
 }
 
 const MAX_ID = 255;
-const V1_ACTIONS: Record<string, PlaneIntent> = {
-  created: 'upsert',
-  create: 'upsert',
+const MAX_TITLE = 1000;
+const MAX_URL = 2048;
+/**
+ * Maps, not object literals: the keys come from the sender, and `constructor`, `__proto__` or
+ * `toString` looked up on a plain object find Object.prototype's members (a truthy "intent").
+ */
+const V1_ACTIONS: ReadonlyMap<string, PlaneIntent> = new Map([
+  ['created', 'upsert'],
+  ['create', 'upsert'],
   // An `updated` for an item we never saw creates it: a missed or late `created` must not lose it.
-  updated: 'upsert',
-  update: 'upsert',
-  deleted: 'close',
-  delete: 'close',
-  archived: 'close',
-};
-const V2_EVENTS: Record<string, PlaneIntent> = {
-  'workitem.created': 'upsert',
-  'workitem.updated': 'upsert',
-  'workitem.deleted': 'close',
-  'workitem.archived': 'close',
-};
+  ['updated', 'upsert'],
+  ['update', 'upsert'],
+  ['deleted', 'close'],
+  ['delete', 'close'],
+  ['archived', 'close'],
+]);
+const V2_EVENTS: ReadonlyMap<string, PlaneIntent> = new Map([
+  ['workitem.created', 'upsert'],
+  ['workitem.updated', 'upsert'],
+  ['workitem.deleted', 'close'],
+  ['workitem.archived', 'close'],
+]);
+
+/** ISO 8601 as Plane writes it; Postgres must be able to compare it as a timestamptz later. */
+const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/;
 
 const bad = (message: string) => new DomainError(400, 'Bad Request', message);
 
@@ -47,17 +59,25 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** A usable string; v2 sends nulls as the string "None". */
-function text(v: unknown): string | null {
+const LONE_SURROGATES = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * A usable string (v2 sends nulls as the string "None"), at most `max` characters, else null.
+ * NUL is dropped and a lone surrogate becomes U+FFFD: text we derive always fits a text column
+ * (the payload itself is checked as a whole before it is stored, see plane-delivery.ts).
+ */
+function text(v: unknown, max = Number.MAX_SAFE_INTEGER): string | null {
   if (typeof v !== 'string') return null;
-  const s = v.trim();
-  return s === '' || s === 'None' ? null : s;
+  const s = v
+    .replace(/\u0000/g, '')
+    .replace(LONE_SURROGATES, '\ufffd')
+    .trim();
+  return s === '' || s === 'None' || s.length > max ? null : s;
 }
 
 /** An id field that may also arrive expanded as `{id, ...}`. */
 function idOf(v: unknown): string | null {
-  const s = isObject(v) ? text(v.id) : text(v);
-  return s !== null && s.length <= MAX_ID ? s : null;
+  return isObject(v) ? text(v.id, MAX_ID) : text(v, MAX_ID);
 }
 
 function required(v: unknown, what: string): string {
@@ -67,8 +87,8 @@ function required(v: unknown, what: string): string {
 }
 
 /** The dedupe key: v1 retries are byte-identical (hash the raw body); v2 has a stable event_id. */
-export function planeDedupeKey(version: PlaneEvent['version'], rawBody: Buffer, body: Record<string, unknown>): string {
-  if (version === 'v2') return `event:${String(body.event_id)}`;
+export function planeDedupeKey(e: Pick<PlaneEvent, 'version' | 'eventId'>, rawBody: Buffer): string {
+  if (e.version === 'v2') return `event:${e.eventId}`;
   return `sha256:${createHash('sha256').update(rawBody).digest('hex')}`;
 }
 
@@ -77,118 +97,93 @@ export function planeVersion(body: Record<string, unknown>): PlaneEvent['version
   return body.event_id !== undefined || body.version !== undefined || event.includes('.') ? 'v2' : 'v1';
 }
 
-/** Parses a Plane body (already JSON-decoded); a DomainError 400 names what is missing. */
-export function parsePlaneEvent(body: unknown): PlaneEvent {
+/**
+ * Parses a Plane body (already JSON-decoded); a DomainError 400 names what is missing. `ignore`
+ * turns the event into one we record but do not act on, with that reason (a body we could only
+ * store cleaned, see plane-delivery.ts).
+ */
+export function parsePlaneEvent(body: unknown, ignore?: string): PlaneEvent {
   if (!isObject(body)) throw bad('body must be a JSON object');
-  const event = text(body.event);
-  if (event === null) throw bad('event is required');
+  const event = text(body.event, MAX_ID);
+  if (event === null) throw bad(`event is required (a string of at most ${MAX_ID} characters)`);
   if (!isObject(body.data)) throw bad('data must be an object');
-  return planeVersion(body) === 'v2' ? parseV2(body, event, body.data) : parseV1(body, event, body.data);
+  const draft = planeVersion(body) === 'v2' ? parseV2(body, event, body.data) : parseV1(body, event, body.data);
+  return finish(ignore === undefined ? draft : { ...draft, intent: 'none', ignoreReason: ignore });
 }
 
-function parseV1(body: Record<string, unknown>, event: string, data: Record<string, unknown>): PlaneEvent {
-  const action = text(body.action);
-  if (action === null) throw bad('action is required');
+function parseV1(body: Record<string, unknown>, event: string, data: Record<string, unknown>): Draft {
+  const action = text(body.action, MAX_ID);
+  if (action === null) throw bad(`action is required (a string of at most ${MAX_ID} characters)`);
   const workItemId = required(data.id, 'data.id');
-  const acted = event === 'issue' ? V1_ACTIONS[action] : undefined;
+  const acted = event === 'issue' ? V1_ACTIONS.get(action) : undefined;
   const intent: PlaneIntent = acted ?? 'none';
   const activity = isObject(body.activity) ? body.activity : {};
   const actor = isObject(activity.actor) ? idOf(activity.actor.id) : null;
   const fallbackActor = action.startsWith('create') ? idOf(data.created_by) : idOf(data.updated_by);
-  return finish({
+  return {
     version: 'v1',
     event,
     action,
     intent,
     ignoreReason: acted ? null : event === 'issue' ? 'action_not_handled' : 'event_not_handled',
     workItemId,
+    eventId: null,
     projectId: idOf(data.project) ?? idOf(data.project_id),
     workspaceId: idOf(body.workspace_id) ?? idOf(data.workspace),
     actorId: actor ?? fallbackActor,
     data,
-  });
+  };
 }
 
-function parseV2(body: Record<string, unknown>, event: string, data: Record<string, unknown>): PlaneEvent {
-  if (idOf(body.event_id) === null) throw bad('event_id is required in a v2 payload');
+function parseV2(body: Record<string, unknown>, event: string, data: Record<string, unknown>): Draft {
+  // A string, never an expanded `{id}`: it becomes the dedupe key as it is.
+  const eventId = text(body.event_id, MAX_ID);
+  if (eventId === null) throw bad(`event_id is required in a v2 payload (a string of at most ${MAX_ID} characters)`);
   const workItemId = required(data.id ?? body.entity_id, 'data.id');
-  const acted = V2_EVENTS[event];
+  const acted = V2_EVENTS.get(event);
   const action = event.includes('.') ? event.slice(event.lastIndexOf('.') + 1) : null;
   const actorId = event.endsWith('.created') ? idOf(data.created_by_id) : (idOf(data.updated_by_id) ?? idOf(data.created_by_id));
-  return finish({
+  return {
     version: 'v2',
     event,
     action,
     intent: acted ?? 'none',
     ignoreReason: acted ? null : 'event_not_handled',
     workItemId,
+    eventId,
     projectId: idOf(data.project_id) ?? idOf(data.project),
     workspaceId: idOf(body.workspace_id) ?? idOf(data.workspace_id),
     actorId,
     data,
-  });
+  };
 }
 
 type Draft = Omit<PlaneEvent, 'title' | 'description' | 'url' | 'metadata'> & { data: Record<string, unknown> };
 
 function finish({ data, ...e }: Draft): PlaneEvent {
   if (e.intent === 'upsert' && e.projectId === null) throw bad('data.project is required for a work-item event');
-  const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name), group: text(data.state.group) } : null;
-  const updatedAt = text(data.updated_at);
+  const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) } : null;
+  const updatedAt = text(data.updated_at, MAX_ID);
+  const name = text(data.name);
   let description: string | undefined;
   return {
     ...e,
-    title: (text(data.name) ?? `Plane work item ${e.workItemId}`).slice(0, 1000),
+    title: name === null ? `Plane work item ${e.workItemId}` : clip(name, MAX_TITLE),
     // Only a delivery that creates a task needs it, and HTML to text is the dearest part of the
     // parse: a retry (most deliveries) never pays for it.
     get description(): string {
       return (description ??= descriptionText(data));
     },
-    url: text(data.url),
+    url: text(data.url, MAX_URL),
     metadata: {
       workspaceId: e.workspaceId,
       projectId: e.projectId,
-      sequenceId: typeof data.sequence_id === 'number' ? data.sequence_id : null,
-      priority: text(data.priority),
+      sequenceId: Number.isSafeInteger(data.sequence_id) ? data.sequence_id : null,
+      priority: text(data.priority, MAX_ID),
       state,
-      updatedAt: updatedAt !== null && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
+      updatedAt: updatedAt !== null && ISO_TIMESTAMP.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
     },
   };
-}
-
-/** The description as plain text: Plane sends it stripped, as HTML and/or as a ProseMirror document. */
-export function descriptionText(data: Record<string, unknown>): string {
-  const stripped = text(data.description_stripped);
-  if (stripped !== null) return stripped;
-  const html = text(data.description_html);
-  if (html !== null) return htmlToText(html);
-  if (typeof data.description === 'string') return text(data.description) ?? '';
-  if (isObject(data.description)) return proseMirrorText(data.description).trim();
-  return '';
-}
-
-function htmlToText(html: string): string {
-  return html
-    .replace(/<(br|\/p|\/li|\/h[1-6]|\/div)\s*\/?>/gi, '\n')
-    .replace(/<[^>]*>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, '&')
-    .replace(/\n{3,}/g, '\n\n')
-    .trim();
-}
-
-const BLOCKS = new Set(['paragraph', 'heading', 'listItem', 'blockquote', 'codeBlock']);
-
-function proseMirrorText(node: Record<string, unknown>, depth = 0): string {
-  if (depth > 50) return '';
-  if (typeof node.text === 'string') return node.text;
-  const children = Array.isArray(node.content) ? node.content.filter(isObject) : [];
-  const inner = children.map((c) => proseMirrorText(c, depth + 1)).join('');
-  return BLOCKS.has(String(node.type)) ? `${inner}\n` : inner;
 }
 
 /** The authoring run's requirement: the work item's name and description as text. */

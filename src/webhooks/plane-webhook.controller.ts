@@ -21,13 +21,18 @@ export class PlaneWebhookController {
   })
   @ApiHeader({ name: 'X-Plane-Delivery', required: false, description: 'per-attempt id (recorded, not used for dedupe)' })
   @ApiBody({ description: "Plane's webhook payload (v1 or v2), exactly as signed", schema: { type: 'object', additionalProperties: true } })
-  @ApiAcceptedResponse({ description: 'Accepted, or ignored with a reason', type: PlaneWebhookAnswer })
+  @ApiAcceptedResponse({
+    description:
+      'Accepted; or accepted with spooled: true while Postgres is unreachable (kept in a Redis spool, processed once when it is back); ' +
+      'or ignored with a reason (unstorable_nul_character / unstorable_lone_surrogate: recorded cleaned, never a task)',
+    type: PlaneWebhookAnswer,
+  })
   @ApiOkResponse({ description: 'status "duplicate": a retry, or the work item already has its task', type: PlaneWebhookAnswer })
   @ApiErrors({
-    400: 'Not JSON, or without data.id / the fields the event needs',
+    400: 'Not JSON, nested deeper than 128 levels, or without data.id / the fields the event needs',
     401: 'Missing, malformed or wrong signature',
     413: 'Body over WEBHOOK_BODY_LIMIT_BYTES (1 MiB)',
-    503: 'PLANE_WEBHOOK_SECRETS is not set',
+    503: 'PLANE_WEBHOOK_SECRETS is not set, or Postgres and the Redis spool are both unreachable',
   })
   async plane(
     @Req() req: RawBodyRequest<Request>,

@@ -7,9 +7,15 @@ export class PlaneWebhookAnswer {
   @ApiProperty({ enum: STATUSES })
   status: (typeof STATUSES)[number];
 
-  @ApiProperty({ format: 'uuid', description: 'The recorded delivery (GET /api/webhook-deliveries)' })
-  deliveryId: string;
+  @ApiPropertyOptional({ format: 'uuid', description: 'The recorded delivery (GET /api/webhook-deliveries); absent when spooled (no row yet)' })
+  deliveryId?: string;
 
   @ApiPropertyOptional({ example: 'self_actor', description: 'Why an event was ignored (or found a duplicate)' })
   reason?: string;
+
+  @ApiPropertyOptional({
+    enum: [true],
+    description: 'Postgres was out of reach: the delivery waits in the Redis spool and is processed once when it is back',
+  })
+  spooled?: true;
 }

@@ -2,6 +2,8 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppRole, roleServesApi } from '../config/app-config';
 import { PlaneEventHandler } from './plane-event-handler';
 import { PlaneIntakeService } from './plane-intake.service';
+import { PlaneSpool } from './plane-spool';
+import { PlaneSpoolDrainer } from './plane-spool-drainer';
 import { PlaneWebhookController } from './plane-webhook.controller';
 import { WebhookDeliveriesController } from './webhook-deliveries.controller';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
@@ -9,7 +11,8 @@ import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 /**
  * Plane intake: verify, dedupe, then hand the work item to the tasks module. `tasks` must be the
  * DynamicModule object the app imports (Nest identifies dynamic modules by reference). Only roles
- * that serve HTTP APIs receive webhooks.
+ * that serve HTTP APIs receive webhooks; they also drain the spool of deliveries that arrived while
+ * Postgres was unreachable.
  */
 @Module({})
 export class WebhooksModule {
@@ -17,7 +20,13 @@ export class WebhooksModule {
     return {
       module: WebhooksModule,
       imports: [tasks],
-      providers: [WebhookDeliveriesRepository, PlaneEventHandler, PlaneIntakeService],
+      providers: [
+        WebhookDeliveriesRepository,
+        PlaneEventHandler,
+        PlaneSpool,
+        PlaneIntakeService,
+        ...(roleServesApi(role) ? [PlaneSpoolDrainer] : []),
+      ],
       controllers: roleServesApi(role) ? [PlaneWebhookController, WebhookDeliveriesController] : [],
     };
   }

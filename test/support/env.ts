@@ -49,6 +49,8 @@ export function testEnv(tag: string, countFile: string, overrides: Record<string
     QUEUE_STALLED_INTERVAL_MS: '1000',
     RUN_RETRY_BASE_DELAY_MS: '50',
     RUN_RETRY_MAX_DELAY_MS: '400',
+    INFRA_RETRY_BASE_DELAY_MS: '50',
+    INFRA_RETRY_MAX_DELAY_MS: '1000',
     RECONCILE_INTERVAL_MS: '1000',
     NOTIFY_RETRY_BASE_DELAY_MS: '50',
     PORT: '0',
