@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { mkdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
+import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
@@ -73,7 +74,8 @@ export class TaskIntakeService {
         const { projectId, taskId } = await this.insertTask(em, item);
         if (!taskId) return null; // a concurrent intake committed it first: it owns workspace and run
         workspace = join(this.config.workspaceRoot, projectId, 'tasks', taskId);
-        await mkdir(workspace, { recursive: true });
+        // Never through a symlink a command of this project could have planted below the root.
+        await ensureWorkspace(this.config.workspaceRoot, workspace);
         const run = await this.runs.createInTx(em, {
           projectId,
           taskId,
