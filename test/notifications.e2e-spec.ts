@@ -203,6 +203,26 @@ describe('notifications outbox', () => {
     expect(stub.for(runId)).toHaveLength(1);
   });
 
+  it('delivers a PENDING row even while a job record with its job id sits in no list at all (stuck)', async () => {
+    const notificationId = randomUUID();
+    const runId = randomUUID();
+    await t.app.get(NotificationKicker).kick(notificationId);
+    const jobId = notificationJobId(notificationId, 0);
+    await waitFor(async () => (await (await queue.getJob(jobId))?.getState()) === 'completed', 10_000, 'the early job to complete');
+    // What a Redis wipe racing Bull's own scripts leaves: the job's hash, in no list. Bull
+    // answers an add of that id by doing nothing.
+    await queue.client.zrem(queue.toKey('completed'), jobId);
+    expect(await (await queue.getJob(jobId))!.getState()).toBe('stuck');
+    await db().query(
+      `INSERT INTO notification_logs (id, run_id, event_type, channel, status, message) VALUES ($1, $2, 'run.succeeded', 'slack', 'PENDING', $3)`,
+      [notificationId, runId, JSON.stringify({ text: `row behind a stuck job for ${runId}` })],
+    );
+    await t.app.get(NotificationKicker).kick(notificationId);
+    await waitFor(() => stub.delivered(runId) === 1, 20_000, 'the row behind the stuck job to be delivered');
+    await quiet([runId]);
+    expect(stub.for(runId)).toHaveLength(1);
+  });
+
   it('runs the real path: a finished run is announced with its id, project, status and first line', async () => {
     const ok = await createRun(t.http, project.id, 'ship the feature\nsecond line stays out', true);
     const bad = await createRun(t.http, project.id, 'this one will fail', true);
