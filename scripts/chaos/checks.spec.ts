@@ -103,6 +103,8 @@ describe('checkExecutions', () => {
     ]);
     expect(messages(facts(runs, { faults: [stall(W2, 200, 900)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
     expect(messages(facts(runs, { faults: [stall(W1, 2100, 2600)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
+    // A stall that began more than a lock TTL before the exit explains nothing (the watchdog should have acted).
+    expect(messages(facts(runs, { faults: [stall(W1, -600, 1200)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
   });
 
   it('counts a FAILED attempt like a completed one: a failing run must not fail twice', () => {

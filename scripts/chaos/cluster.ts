@@ -183,8 +183,14 @@ export class Cluster {
 
   /** The injected faults and the stalls seen, in time order. */
   allFaults(): Fault[] {
-    const stalls = (this.stallProbe?.stalls ?? []).map((s) => ({ kind: 'stall' as const, ...s }));
-    return [...this.faults, ...stalls].sort((a, b) => a.atMs - b.atMs);
+    return [...this.faults, ...this.stalls()].sort((a, b) => a.atMs - b.atMs);
+  }
+
+  /** Stalls the probe saw that were not one of our freezes (a freeze is judged by its own, stricter rule). */
+  stalls(): Fault[] {
+    const frozen = (s: { pid: number; atMs: number; untilMs: number }) =>
+      this.faults.some((f) => f.kind === 'freeze' && f.pid === s.pid && f.atMs <= s.untilMs && (f.untilMs ?? Infinity) >= s.atMs);
+    return (this.stallProbe?.stalls ?? []).filter((s) => !frozen(s)).map((s) => ({ kind: 'stall' as const, ...s }));
   }
 
   record(fault: Omit<Fault, 'atMs'>): void {

@@ -63,8 +63,9 @@ function explain(e: Execution, f: ExecutionFacts): string | undefined {
       return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} was killed ${when}`;
     if (fault.kind === 'freeze' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
       return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} froze ${when}, within the lock TTL`;
-    // A stall nobody injected (seen by the probe): its heartbeat came late, as in a short freeze.
-    if (fault.kind === 'stall' && fault.atMs <= d + COMMIT_WINDOW_MS && (fault.untilMs ?? fault.atMs) >= d - f.lockTtlMs)
+    // A stall nobody injected (seen by the probe): its heartbeat came late, as in a short freeze,
+    // judged by the same rule (it began at most one TTL before the exit).
+    if (fault.kind === 'stall' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
       return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} did not answer for ${(fault.untilMs ?? fault.atMs) - fault.atMs} ms around the command's exit (a stall: ${when})`;
   }
   return undefined;
