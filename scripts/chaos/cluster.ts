@@ -115,7 +115,7 @@ export class Cluster {
     try {
       // Who posted each message is asked of the kernel (the TCP peer's process), not of the app.
       c.slack = await SlackStub.start({ identify: (peer) => c.peers.owner(peer) });
-      c.peers.start();
+      c.peers.start(100);
       // Migrate once up front: the processes then start without queueing on the advisory lock.
       await prepareDatabase(c.dbUrl);
       c.witness.start();
@@ -201,6 +201,9 @@ export class Cluster {
 
   /** kill -9; returns how many of its commands were alive at that moment. */
   async kill(p: AppProcess): Promise<number> {
+    // Which Slack connections it holds, asked now: a request it sent just before dying may reach
+    // the stub only after its socket is gone.
+    this.peers.scan();
     const held = this.witness.liveOf(p.pid).length;
     this.record({ kind: 'kill', label: p.label, pid: p.pid, held });
     await p.kill();

@@ -52,8 +52,8 @@ function socketsOf(pid: number): Set<string> {
  * socket:[inode]`). Nothing the sender says about itself is used.
  *
  * A sender killed right after it sent its request has no socket any more when the server gets to
- * it, so the tracker also looks every `everyMs` and remembers which process held which port;
- * `owner()` asks the kernel first and that memory second.
+ * it, so the tracker also looks every `everyMs` — and right before each kill — and remembers which
+ * process held which port; `owner()` asks the kernel first and that memory second.
  */
 export class PeerTracker {
   private readonly seen = new Map<number, { inode: string; pid: number }>();

@@ -49,6 +49,9 @@ export const stores: Scenario = {
     }
     const [runs, deliveries] = await Promise.all([waves.settle(), plane]);
     log(`dispatch answers ${runs.answers}; plane answers ${deliveries.answers}`);
+    // Plane does not retry a 5xx: the event would be lost. The contract allows none (a spool takes
+    // deliveries while Postgres is unreachable).
+    if (deliveries.answers.get('5xx') > 0) violations.push(`plane: ${deliveries.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
     return {
       workItems: deliveries.workItems,
       violations: [...violations, ...runs.badStorms.map((id) => `dispatch: run ${id} not accepted exactly once`)],
