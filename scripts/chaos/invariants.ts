@@ -104,7 +104,6 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
     runs,
     requests: c.slack.requests,
     faults: c.allFaults(),
-    lockTtlMs: c.lockTtlMs,
     lagBefore: (t) => c.lag.before(t),
   })) {
     if (f.kind === 'violation' || input.strict) await violate(f.message, f.runId);

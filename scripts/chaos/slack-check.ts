@@ -8,7 +8,6 @@ export interface SlackFacts {
   runs: Array<{ id: string; status: string }>;
   requests: StubRequest[];
   faults: Fault[];
-  lockTtlMs: number;
   /** How long the stub's process had not been running right before `t`: a request it read at `t` was sent that much earlier. */
   lagBefore?: (t: number) => number;
 }
@@ -70,8 +69,9 @@ export function checkSlack(f: SlackFacts): Finding[] {
         x.pid === first.poster &&
         ((x.kind === 'kill' && x.atMs <= answeredAt + COMMIT_WINDOW_MS) ||
           (x.kind === 'freeze' && x.atMs <= answeredAt + COMMIT_WINDOW_MS && (x.untilMs ?? Infinity) >= answeredAt) ||
-          // A stall (seen by the probe) costs the poster its delivery lock: it gives up on a POST Slack already has.
-          (x.kind === 'stall' && x.atMs <= answeredAt + COMMIT_WINDOW_MS && (x.untilMs ?? x.atMs) >= sentBy - f.lockTtlMs)) &&
+          // A stall (seen by the probe) while the POST was in flight or before SENT was committed
+          // costs the poster its claim: it gives up on a POST Slack already has, or is taken over.
+          (x.kind === 'stall' && x.atMs <= answeredAt + COMMIT_WINDOW_MS && (x.untilMs ?? x.atMs) >= sentBy)) &&
         repeats.every((r) => r.receivedAt >= x.atMs),
     );
     if (fault) {
