@@ -74,6 +74,9 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   await sleep(500);
   c.witness.poll();
 
+  // The stalls the probe saw go to faults.log beside the injected faults: they explain repeats too.
+  for (const stall of c.stalls()) appendFileSync(join(c.dir, 'faults.log'), `${JSON.stringify(stall)}\n`);
+
   // 3. Executions seen from outside, per run: the commands' own lines, the OS, the faults we injected.
   const maxAttempts = Number(c.env.RUN_MAX_ATTEMPTS);
   const findings = checkExecutions({
