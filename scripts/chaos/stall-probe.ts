@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { AppProcess } from './app-process';
 import { sleep } from './util';
 
@@ -53,10 +54,12 @@ export class RunnerLag {
 
 /**
  * Asks every worker `GET /health/live` again and again, one probe at a time each. A worker whose
- * event loop does not answer for longer than `thresholdMs` (beyond our own lag) was stalled — CPU
- * starvation on a loaded box, a long GC — which, like a freeze, can cost it its locks: its
- * heartbeat comes late, it drops its leases and kills its commands. Such a stall is a fault the
- * checker may attribute a re-execution to; it is measured from outside, never asked of the app.
+ * event loop does not answer for longer than `thresholdMs` (beyond our own lag), or whose main
+ * thread the kernel kept waiting for a CPU that long meanwhile, was stalled — a long GC, CPU
+ * starvation on a loaded box — which, like a freeze, can cost it its locks: its heartbeat comes
+ * late, it drops its leases and kills its commands. Such a stall is a fault the checker may
+ * attribute a re-execution to; it is measured from outside (our clock, the kernel's scheduler
+ * statistics), never asked of the app.
  */
 export class StallProbe {
   readonly stalls: Stall[] = [];
@@ -97,6 +100,7 @@ export class StallProbe {
   private async probe(w: AppProcess): Promise<void> {
     const pid = w.pid;
     const sent = Date.now();
+    const waitedBefore = runQueueWaitMs(pid);
     const ok = await fetch(`${w.url}/health/live`, { signal: AbortSignal.timeout(30_000) }).then(
       async (res) => (await res.arrayBuffer(), true),
       () => false,
@@ -104,9 +108,22 @@ export class StallProbe {
     const came = Date.now();
     // A killed worker answers nothing; its death is a fault of its own.
     if (!ok || w.pid !== pid) return;
-    const stalled = came - sent - this.lag.during(sent, came);
+    // Late because the worker's event loop was busy (minus the time WE were not running to read
+    // the answer), or because the kernel kept the worker's main thread waiting for a CPU — which
+    // starves it and us alike on a loaded box, so our own lag must not hide it.
+    const starved = runQueueWaitMs(pid) - waitedBefore;
+    const stalled = Math.max(came - sent - this.lag.during(sent, came), starved);
     // The stall may have begun up to one probe period before this probe was sent.
     if (stalled > this.thresholdMs) this.stalls.push({ pid, label: w.label, atMs: sent - this.everyMs, untilMs: came });
     await sleep(this.everyMs);
+  }
+}
+
+/** How long the process's main thread has waited for a CPU in all (ms): /proc/<pid>/schedstat, field 2. */
+function runQueueWaitMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6 || 0;
+  } catch {
+    return 0;
   }
 }
