@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { DeliveryResult, NotificationDelivery } from '../src/notifications/notification-delivery.service';
+import { DeliveryResult, NotificationDelivery, POST_ABORT_GRACE_MS } from '../src/notifications/notification-delivery.service';
 import { NotificationKicker } from '../src/notifications/notification-kicker';
 import { NotificationSweeper } from '../src/notifications/notification-sweeper';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
@@ -123,6 +123,25 @@ describe('notification claims', () => {
     const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);
     expect(rows[0].status).toBe('SENT');
     // Nothing left for the next holder to post again.
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    expect(stub.for(row.runId)).toHaveLength(1);
+  });
+
+  it('finishes a POST whose Redis lock alone was lost (a Redis restart) while its claim holds: one message', async () => {
+    const row = await pendingRow();
+    stub.plan(row.runId, { hold: true });
+    const lock = new AbortController();
+    const first = delivery.deliver(row.id, lock.signal);
+    await waitFor(() => stub.held(row.runId).length === 1, 10_000, 'the POST');
+    // The lock key vanished with Redis' memory; the claim in Postgres is still ours and extended.
+    const lostAt = Date.now();
+    lock.abort(new Error('lock lost: extend_failed'));
+    await waitFor(() => Date.now() - lostAt > 2 * POST_ABORT_GRACE_MS, 5000, 'twice the grace of an aborted lock to pass');
+    expect(stub.for(row.runId)[0].state).toBe('held');
+    stub.held(row.runId)[0].release({ status: 200 });
+    expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
+    const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);
+    expect(rows[0].status).toBe('SENT');
     expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
     expect(stub.for(row.runId)).toHaveLength(1);
   });

@@ -70,3 +70,44 @@ describe('retries', () => {
     expect(again.status).toBe(409);
   });
 });
+
+/**
+ * The cap, measured from the command's own timestamps: 8 attempts with a 200 ms base, so the
+ * uncapped ceilings of the later gaps are 1.6, 3.2, 6.4 and 12.8 s and an uncapped backoff would
+ * make at least one of them over a second (all four under it: p ≈ 0.002); a 200 ms cap keeps each
+ * gap — the attempt's `transient` line to the next attempt's `start` line, both written by the
+ * command — within the cap plus the pickup (queue, lock, claim, spawn).
+ */
+describe('retry delays under RUN_RETRY_MAX_DELAY_MS', () => {
+  const countFile = join(tempDir('retry-cap'), 'executions.log');
+  const CAP_MS = 200;
+  /** Queue pickup, lock, claim and spawn after the delay; generous for a loaded 2-core box. */
+  const PICKUP_MS = 800;
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await startApp(
+      testEnv('retry-cap', countFile, { RUN_RETRY_BASE_DELAY_MS: String(CAP_MS), RUN_RETRY_MAX_DELAY_MS: String(CAP_MS), RUN_MAX_ATTEMPTS: '8' }),
+    );
+  });
+  afterAll(async () => {
+    await t.close();
+    await closeDb();
+  });
+
+  it('keeps every gap between attempts within the cap (plus pickup), from the command’s timestamps', async () => {
+    const project = await createProject(t.http, { maxConcurrentRuns: 2 });
+    const run = await createRun(t.http, project.id, 'transient=99', true);
+    await waitForStatus([run.id], ['FAILED'], 45_000);
+    const lines = executions(countFile).filter((e) => e.runId === run.id);
+    const starts = lines.filter((e) => e.kind === 'start');
+    const transients = lines.filter((e) => e.kind === 'transient');
+    expect(starts.map((e) => e.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(transients.map((e) => e.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const gaps = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(starts[i + 1].atNs - transients[i].atNs) / 1e6);
+    for (const gap of gaps) {
+      expect(gap).toBeGreaterThanOrEqual(0);
+      expect(gap).toBeLessThanOrEqual(CAP_MS + PICKUP_MS);
+    }
+  });
+});

@@ -1,13 +1,15 @@
 import { Process, Processor } from '@nestjs/bull';
-import { Injectable, Module } from '@nestjs/common';
+import { INestApplication, Injectable } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { DiscoveryModule } from '@nestjs/core';
 import Redis from 'ioredis';
 import { join } from 'node:path';
-import { ProcessorGuardCheck, UnguardedProcessorError } from '../src/locks/processor-guard.check';
+import { AppModule } from '../src/app.module';
+import { UnguardedProcessorError } from '../src/locks/processor-guard.check';
+import { TaskLockService } from '../src/locks/task-lock.service';
+import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { auth, closeDb, count, createProject, createRun, runStatus, startApp, TestApp, waitFor, waitForStatus } from './support/app';
-import { tempDir, testEnv, testRedisUrl } from './support/env';
+import { tempDir, testConfig, testEnv, testRedisUrl } from './support/env';
 
 /** The TaskLockService interceptor really runs around the runs processor. */
 describe('TaskLockService around the runs processor', () => {
@@ -56,22 +58,50 @@ describe('TaskLockService around the runs processor', () => {
   });
 });
 
+/** What must never boot: a bare Bull handler on the real runs queue, beside the guarded one. */
 @Injectable()
-@Processor('unguarded')
+@Processor(RUNS_QUEUE)
 class UnguardedProcessor {
   @Process()
   handle(): void {
-    /* would run without the run lock */
+    /* would run runs without the run lock */
   }
 }
 
-@Module({ imports: [DiscoveryModule], providers: [UnguardedProcessor, ProcessorGuardCheck] })
-class RogueModule {}
+describe('ProcessorGuardCheck in the real AppModule', () => {
+  const countFile = join(tempDir('rogue'), 'executions.log');
 
-describe('ProcessorGuardCheck', () => {
-  it('refuses to boot with a bare @Process() handler', async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [RogueModule] }).compile();
-    await expect(moduleRef.init()).rejects.toThrow(UnguardedProcessorError);
-    await moduleRef.close().catch(() => undefined);
+  /** AppModule.register(config) as main.ts builds it for `role`, with `extra` providers added to it. */
+  async function boot(role: string, extra: Array<new (...args: never[]) => unknown>): Promise<INestApplication> {
+    const config = testConfig(testEnv('rogue', countFile, { APP_ROLE: role }));
+    const root = AppModule.register(config);
+    const moduleRef = await Test.createTestingModule({ imports: [{ ...root, providers: [...(root.providers ?? []), ...extra] }] }).compile();
+    return moduleRef.createNestApplication();
+  }
+
+  it('refuses to boot with a bare @Process() provider added to it', async () => {
+    // The api role registers no processor of its own: nothing but the check stands in the way
+    // (in a worker role Bull itself would also object to a second default handler).
+    const app = await boot('api', [UnguardedProcessor]);
+    try {
+      const refused = await app.init().then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(UnguardedProcessorError);
+      expect(String(refused)).toMatch(/UnguardedProcessor\.handle/);
+    } finally {
+      await app.close().catch(() => undefined);
+    }
+  });
+
+  it('boots the same module without it: the real processors all go through TaskLockService', async () => {
+    const app = await boot('worker', []);
+    try {
+      await app.init();
+      expect(app.get(TaskLockService).guardedQueues.has(RUNS_QUEUE)).toBe(true);
+    } finally {
+      await app.close();
+    }
   });
 });

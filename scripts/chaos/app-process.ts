@@ -13,6 +13,8 @@ export class AppProcess {
   /** Every process started and not yet exited: killed if the chaos run itself is interrupted. */
   static readonly live = new Set<ChildProcess>();
   child!: ChildProcess;
+  /** The pid of every start, in order. */
+  readonly pids: number[] = [];
   port = 0;
   frozen = false;
   /** Answered /health/ready since its last start, and not killed since. */
@@ -53,6 +55,7 @@ export class AppProcess {
     });
     this.frozen = false;
     this.ready = false;
+    if (this.child.pid) this.pids.push(this.child.pid);
     AppProcess.live.add(this.child);
     const log = this.log;
     this.child.stdout!.on('data', (c) => log.write(c));

@@ -11,6 +11,9 @@ export interface Answer {
  * status 0 instead of throwing: the storm goes on and the caller counts it.
  */
 export class ApiClient {
+  /** Every run this client created, with the requirement it sent: what the run was built to do. */
+  readonly requirements = new Map<string, string>();
+
   constructor(
     readonly baseUrl: string,
     private readonly apiKey: string,
@@ -40,7 +43,10 @@ export class ApiClient {
   async createRun(projectId: string, requirement: string, dispatch: boolean): Promise<string> {
     for (let i = 0; ; i++) {
       const a = await this.call('POST', `/api/projects/${projectId}/runs`, { requirement, dispatch });
-      if (a.status === 201) return a.body.id;
+      if (a.status === 201) {
+        this.requirements.set(a.body.id, requirement);
+        return a.body.id;
+      }
       if (i >= 4) throw new Error(`create run: ${a.status} ${JSON.stringify(a.body)}`);
       await new Promise((r) => setTimeout(r, 200 * (i + 1)));
     }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Redis from 'ioredis';
@@ -9,14 +9,20 @@ import { BOT_ACTOR, PLANE_SECRET } from '../../test/support/plane';
 import { SlackStub } from '../../test/support/slack-stub';
 import { AppProcess, Role } from './app-process';
 import { ApiClient } from './client';
+import { PeerTracker } from './peer';
+import { RunnerLag, StallProbe } from './stall-probe';
 import { repoRoot } from './util';
 import { Witness } from './witness';
 
 export interface Fault {
   atMs: number;
-  kind: 'kill' | 'freeze' | 'thaw' | 'wipe-redis' | 'terminate-pg';
+  kind: 'kill' | 'freeze' | 'thaw' | 'stall' | 'wipe-redis' | 'terminate-pg';
   label?: string;
   pid?: number;
+  /** kill/freeze: how many commands of the victim were alive at that moment (the witness's count). */
+  held?: number;
+  /** freeze: when it was thawed; stall: when the worker answered again. */
+  untilMs?: number;
 }
 
 export interface ClusterOptions {
@@ -63,8 +69,15 @@ export class Cluster {
   readonly redisUrl: string;
   readonly prefix: string;
   readonly execFile: string;
+  /** Where each command holds its flock while it lives (the witness waits on it). */
+  readonly lockDir: string;
   readonly apiKey = `chaos_${randomBytes(16).toString('hex')}`;
   readonly witness: Witness;
+  /** Which worker holds each connection to the Slack stub (the kernel's answer, remembered). */
+  readonly peers = new PeerTracker(
+    () => Number(new URL(this.slack.url).port),
+    () => this.workers.filter((w) => w.running).map((w) => w.pid),
+  );
   readonly pg: Pool;
   readonly redis: Redis;
   slack!: SlackStub;
@@ -75,6 +88,10 @@ export class Cluster {
   restarts = 0;
   /** Every fault injected, with its wall-clock time: the checker attributes effects to causes. */
   readonly faults: Fault[] = [];
+  /** How late this process itself ran (its clock for the stub and the probes). */
+  readonly lag = new RunnerLag();
+  /** Workers that did not answer for longer than a third of the lock TTL: stalls nobody injected. */
+  stallProbe: StallProbe | undefined;
 
   private constructor(readonly opts: ClusterOptions) {
     this.dir = mkdtempSync(join(tmpdir(), `onceflow-chaos-${opts.name}-`));
@@ -86,6 +103,16 @@ export class Cluster {
     this.redisUrl = process.env.CHAOS_REDIS_URL ?? process.env.REDIS_URL ?? DEFAULT_REDIS;
     this.prefix = `onceflow_chaos_${opts.name}_${this.id}`;
     this.execFile = join(this.dir, 'executions.log');
+    this.lockDir = join(this.dir, 'locks');
+    mkdirSync(this.lockDir);
+    // Run commands execute as an unprivileged user (RUN_AS_USER): they append to the execution file,
+    // take their locks here and run copies of the test orchestrators anyone may read, wherever the
+    // repository was cloned.
+    for (const d of [this.dir, this.lockDir]) chmodSync(d, 0o777);
+    for (const f of ['fake-orchestrator.sh', 'steps-orchestrator.sh', 'llm-call.js']) {
+      copyFileSync(join(repoRoot(), 'test/support', f), join(this.dir, f));
+      chmodSync(join(this.dir, f), 0o755);
+    }
     this.witness = new Witness(this.execFile);
     // Our own reads use another application_name, so pg_terminate_backend spares them.
     this.pg = new Pool({ connectionString: this.dbUrl, max: 3, application_name: 'onceflow-chaos' });
@@ -94,8 +121,11 @@ export class Cluster {
 
   static async start(opts: ClusterOptions): Promise<Cluster> {
     const c = new Cluster(opts);
+    c.lag.start();
     try {
-      c.slack = await SlackStub.start();
+      // Who posted each message is asked of the kernel (the TCP peer's process), not of the app.
+      c.slack = await SlackStub.start({ identify: (peer) => c.peers.owner(peer) });
+      c.peers.start(100);
       // Migrate once up front: the processes then start without queueing on the advisory lock.
       await prepareDatabase(c.dbUrl);
       c.witness.start();
@@ -104,6 +134,8 @@ export class Cluster {
       c.workers = Array.from({ length: opts.workers }, (_, i) => c.makeProcess(`worker-${i + 1}`, 'worker'));
       c.scheduler = c.makeProcess('scheduler', 'scheduler');
       await Promise.all([...c.workers, c.scheduler].map((p) => p.start()));
+      // A heartbeat later than a third of the TTL loses the lock (src/locks/heartbeat.ts).
+      c.stallProbe = new StallProbe(() => c.workers, c.lag, c.lockTtlMs / 3).start();
       return c;
     } catch (err) {
       await c.destroy(false);
@@ -121,7 +153,7 @@ export class Cluster {
       PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
       PLANE_BOT_ACTOR_IDS: BOT_ACTOR,
       SLACK_WEBHOOK_URL: this.slack.url,
-      ORCHESTRATOR_COMMAND: `sh '${join(repoRoot(), 'test/support/fake-orchestrator.sh')}' '${this.execFile}'`,
+      ORCHESTRATOR_COMMAND: `sh '${join(this.dir, 'fake-orchestrator.sh')}' '${this.execFile}' '${this.lockDir}'`,
       WORKSPACE_ROOT: join(this.dir, 'workspaces'),
       ...this.opts.env,
     };
@@ -147,37 +179,66 @@ export class Cluster {
     return this.workers.filter((w) => w.running && w.ready && !w.frozen);
   }
 
+  /** Every worker process ever started here: pid → label (a restarted worker has a new pid). */
+  workerPids(): Map<number, string> {
+    return new Map(this.workers.flatMap((w) => w.pids.map((pid) => [pid, w.label] as const)));
+  }
+
+  /** Live, unfrozen workers with the number of commands each has alive now — from the commands' records and the OS. */
+  busyWorkers(): Array<{ worker: AppProcess; live: number }> {
+    return this.liveWorkers()
+      .map((worker) => ({ worker, live: this.witness.liveOf(worker.pid).length }))
+      .filter((x) => x.live > 0);
+  }
+
+  /** The injected faults and the stalls seen, in time order. */
+  allFaults(): Fault[] {
+    return [...this.faults, ...this.stalls()].sort((a, b) => a.atMs - b.atMs);
+  }
+
+  /** Stalls the probe saw that were not one of our freezes (a freeze is judged by its own, stricter rule). */
+  stalls(): Fault[] {
+    const frozen = (s: { pid: number; atMs: number; untilMs: number }) =>
+      this.faults.some((f) => f.kind === 'freeze' && f.pid === s.pid && f.atMs <= s.untilMs && (f.untilMs ?? Infinity) >= s.atMs);
+    return (this.stallProbe?.stalls ?? []).filter((s) => !frozen(s)).map((s) => ({ kind: 'stall' as const, ...s }));
+  }
+
   record(fault: Omit<Fault, 'atMs'>): void {
     const f = { atMs: Date.now(), ...fault };
     this.faults.push(f);
     appendFileSync(join(this.dir, 'faults.log'), `${JSON.stringify(f)}\n`);
   }
 
-  async kill(p: AppProcess): Promise<void> {
-    this.record({ kind: 'kill', label: p.label, pid: p.pid });
+  /** kill -9; returns how many of its commands were alive at that moment. */
+  async kill(p: AppProcess): Promise<number> {
+    // Which Slack connections it holds, asked now: a request it sent just before dying may reach
+    // the stub only after its socket is gone.
+    this.peers.scan();
+    const held = this.witness.liveOf(p.pid).length;
+    this.record({ kind: 'kill', label: p.label, pid: p.pid, held });
     await p.kill();
+    return held;
   }
 
-  freeze(p: AppProcess): void {
-    this.record({ kind: 'freeze', label: p.label, pid: p.pid });
+  /** SIGSTOP; returns how many of its commands were alive at that moment. */
+  freeze(p: AppProcess): number {
+    const held = this.witness.liveOf(p.pid).length;
+    this.record({ kind: 'freeze', label: p.label, pid: p.pid, held });
     p.freeze();
+    return held;
   }
 
   thaw(p: AppProcess): void {
     this.record({ kind: 'thaw', label: p.label, pid: p.pid });
     p.thaw();
+    const freeze = this.faults.findLast((f) => f.kind === 'freeze' && f.pid === p.pid);
+    if (freeze) freeze.untilMs = Date.now();
   }
 
   async restart(p: AppProcess): Promise<void> {
-    await p.start();
+    // A loaded 2-core box can take a minute to boot a process; that is slow, not a violation.
+    await p.start(120_000);
     this.restarts++;
-  }
-
-  /** The worker process holding a run's lease right now (lease owner is `host:pid:random`). */
-  async holderOf(runId: string): Promise<AppProcess | undefined> {
-    const { rows } = await this.pg.query(`SELECT lease_owner FROM runs WHERE id = $1 AND status = 'RUNNING'`, [runId]);
-    const pid = Number(String(rows[0]?.lease_owner ?? '').split(':')[1]);
-    return this.workers.find((w) => w.running && w.pid === pid);
   }
 
   /** Deletes every key of this scenario's prefix, as a Redis restart without persistence would. */
@@ -211,8 +272,11 @@ export class Cluster {
 
   /** Stops everything and drops the database and Redis keys; keeps the directory when asked (evidence). */
   async destroy(keepDir: boolean): Promise<void> {
+    await this.stallProbe?.stop();
+    this.lag.stop();
     await this.stopProcesses().catch(() => undefined);
     this.witness.stop();
+    this.peers.stop();
     await this.slack?.close().catch(() => undefined);
     await this.pg.end().catch(() => undefined);
     if (!process.env.CHAOS_KEEP_DB) {

@@ -2,7 +2,7 @@ import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster } from './cluster';
 import { sleep, waitFor } from './util';
-import { checkExecutions } from './execution-check';
+import { checkExecutions, orphanLives } from './execution-check';
 import { checkSlack, runOfMessage } from './slack-check';
 import { notificationState } from './queue-state';
 
@@ -13,6 +13,7 @@ interface RunRow {
   status: string;
   attempts: number;
   fencing_token: string;
+  requirement: string;
 }
 
 export interface Verdict {
@@ -44,8 +45,12 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   const evidence = join(c.dir, 'evidence.log');
   const record = async (msg: string, runId?: string) => {
     const events = runId ? await c.client.events(runId) : [];
-    const lines = runId ? c.witness.lines().filter((l) => l.runId === runId) : [];
-    const parts = [msg, ...lines.map((l) => `  line ${JSON.stringify(l)}`), ...events.map((e) => `  event ${JSON.stringify(e)}`)];
+    const execs = runId ? c.witness.executions.filter((e) => e.start.runId === runId) : [];
+    const parts = [
+      msg,
+      ...execs.map((e) => `  execution ${JSON.stringify({ ...e, workerLabel: c.workerPids().get(e.worker ?? -1) })}`),
+      ...events.map((e) => `  event (the app's own account) ${JSON.stringify(e)}`),
+    ];
     appendFileSync(evidence, `${parts.join('\n')}\n`);
   };
   const violate = async (msg: string, runId?: string) => {
@@ -57,7 +62,7 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   const pending = async () => (await c.pg.query(`SELECT count(*)::int AS n FROM runs WHERE status <> ALL($1)`, [TERMINAL])).rows[0].n as number;
   await waitFor(async () => (await pending()) === 0, input.settleMs, 'every run to be terminal').catch(() => undefined);
   await sleep(c.reconcileIntervalMs + c.lockTtlMs);
-  const runs = (await c.pg.query<RunRow>(`SELECT id, status, attempts, fencing_token FROM runs`)).rows;
+  const runs = (await c.pg.query<RunRow>(`SELECT id, status, attempts, fencing_token, requirement FROM runs`)).rows;
   for (const r of runs.filter((x) => !TERMINAL.includes(x.status))) await violate(`run ${r.id} left ${r.status} (attempts ${r.attempts})`, r.id);
 
   // 2. Notifications settle (SENT/FAILED), then a short grace for a stray second post.
@@ -69,17 +74,19 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   await sleep(500);
   c.witness.poll();
 
-  // 3. Executions seen from outside, per run.
-  const claims = (await c.pg.query(`SELECT run_id, fencing_token::text AS token, worker_id FROM run_events WHERE reason = 'claimed'`)).rows;
-  const claimers = new Map(
-    claims.map((x: { run_id: string; token: string; worker_id: string }) => [`${x.run_id}:${x.token}`, Number(x.worker_id.split(':')[1])]),
-  );
+  // The stalls the probe saw go to faults.log beside the injected faults: they explain repeats too.
+  for (const stall of c.stalls()) appendFileSync(join(c.dir, 'faults.log'), `${JSON.stringify(stall)}\n`);
+
+  // 3. Executions seen from outside, per run: the commands' own lines, the OS, the faults we injected.
+  const maxAttempts = Number(c.env.RUN_MAX_ATTEMPTS);
   const findings = checkExecutions({
-    runs,
+    // What a run was built to do comes from what we sent; only Plane-made runs fall back to the stored text.
+    runs: runs.map((r) => ({ ...r, requirement: c.client.requirements.get(r.id) ?? r.requirement })),
     executions: c.witness.executions,
-    faults: c.faults,
-    claimer: (runId, token) => claimers.get(`${runId}:${token}`),
+    faults: c.allFaults(),
+    workers: c.workerPids(),
     lockTtlMs: c.lockTtlMs,
+    maxAttempts,
   });
   for (const f of findings) {
     if (f.kind === 'violation' || input.strict) await violate(f.message, f.runId);
@@ -90,28 +97,30 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
     }
   }
   // How long a killed worker's commands lived on (the watchdog's reaction), seen from outside.
-  const lag: number[] = [];
-  for (const e of c.witness.executions) {
-    const kill = c.faults.find((x) => x.kind === 'kill' && x.pid === claimers.get(`${e.start.runId}:${e.start.token}`) && x.atMs >= e.start.atMs);
-    if (kill) lag.push((e.end ? e.end.atMs : (e.seenDeadAt ?? e.lastSeenAlive)) - kill.atMs);
-  }
-  if (lag.length) v.counts.orphanLifeMaxMs = Math.max(...lag);
-  for (const r of runs) {
-    if (r.status === 'FAILED' && c.witness.count('done', r.id) > 0)
-      v.warnings.push(`run ${r.id} is FAILED although an execution completed (attempts spent by faults)`);
-  }
+  const lives = orphanLives(c.witness.executions, c.faults);
+  if (lives.length) v.counts.orphanLifeMaxMs = Math.max(...lives);
   for (const e of c.witness.alive())
     await violate(`command of run ${e.start.runId} (pid ${e.start.pid}, attempt ${e.start.attempt}) still alive at the end`, e.start.runId);
 
   // 4. Exactly one Slack message per finished run, none for the others.
-  for (const f of checkSlack({ runs, requests: c.slack.requests, faults: c.faults })) {
+  for (const f of checkSlack({
+    runs,
+    requests: c.slack.requests,
+    faults: c.allFaults(),
+    lagBefore: (t) => c.lag.before(t),
+  })) {
     if (f.kind === 'violation' || input.strict) await violate(f.message, f.runId);
     else {
       v.windows.push(f.message);
       v.counts.slackRepeats = (v.counts.slackRepeats ?? 0) + 1;
       await record(`at-least-once window (Slack): ${f.message}`, f.runId);
     }
-    const posts = c.slack.for(f.runId).map((r) => `    POST received ${r.receivedAt} ${r.state} ${r.status ?? ''} at ${r.answeredAt ?? '-'}`);
+    const posts = c.slack
+      .for(f.runId)
+      .map(
+        (r) =>
+          `    POST from pid ${r.poster ?? '?'} (port ${r.remotePort}) received ${r.receivedAt} ${r.state} ${r.status ?? ''} at ${r.answeredAt ?? '-'}`,
+      );
     await record(`  Slack stub and outbox for run ${f.runId}:\n${posts.join('\n')}\n${await notificationState(c, f.runId)}`);
   }
   const notif = (await c.pg.query(`SELECT status, count(*)::int AS n FROM notification_logs GROUP BY status`)).rows as Array<{
@@ -145,12 +154,18 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
     executions: c.witness.executions.length,
     done: c.witness.count('done'),
     killedAttempts: c.witness.executions.filter((e) => !e.end).length,
+    orphanStarts: c.witness.executions.filter((e) => e.worker === 0).length,
     reexecuted: v.counts.reexecuted ?? 0,
     slackRepeats: v.counts.slackRepeats ?? 0,
     messages: c.slack.requests.filter((r) => r.state === 'answered' && r.status === 200 && runOfMessage(r.text) !== '?').length,
     slackRequests: c.slack.requests.length,
     slack5xx: c.slack.requests.filter((r) => r.state === 'answered' && (r.status ?? 0) >= 500).length,
     slack429: c.slack.requests.filter((r) => r.state === 'answered' && r.status === 429).length,
+    postersUnknown: c.slack.requests.filter((r) => r.poster === undefined).length,
+    // Stalls the probe saw outside our own freezes: the box's load, not a fault we injected.
+    stalls: c.stalls().length,
+    stallMaxMs: Math.max(0, ...c.stalls().map((s) => (s.untilMs ?? s.atMs) - s.atMs)),
+    runnerLagMaxMs: c.lag.max,
   });
   return v;
 }

@@ -4,24 +4,34 @@ import { COMMIT_WINDOW_MS } from './execution-check';
 import type { Finding } from './execution-check';
 
 export interface SlackFacts {
-  /** run id → status, for every run. */
+  /** run id → final status, for every run. */
   runs: Array<{ id: string; status: string }>;
   requests: StubRequest[];
   faults: Fault[];
+  /** How long the stub's process had not been running right before `t`: a request it read at `t` was sent that much earlier. */
+  lagBefore?: (t: number) => number;
 }
 
 const FINISHED = ['SUCCESS', 'FAILED']; // the statuses that are announced
 
-/** The run a message is about: its text starts with "… Run <uuid> in project …". */
+/** The run a message is about: its text reads "… Run <uuid> in project <name>: <STATUS> — …". */
 export function runOfMessage(text: string): string {
   return /Run ([0-9a-f-]{36})/.exec(text)?.[1] ?? '?';
 }
 
+/** The status a message announces ('?' when it names none). */
+export function statusOfMessage(text: string): string {
+  return /Run [0-9a-f-]{36} in project .*?: ([A-Z]+) —/.exec(text)?.[1] ?? '?';
+}
+
 /**
- * Exactly one message answered 200 per finished run, none for the others. A repeat is explained
- * only by the window docs/notifications.md names: a worker killed or frozen between the moment
- * Slack had the first POST and the commit of SENT (the stub does not know which worker posted,
- * so any worker's fault in that window counts). A missing message is never explained.
+ * Exactly one message answered 200 per finished run, none for the others, each announcing the
+ * run's final status. A repeat is explained only by the window docs/notifications.md names: the
+ * worker that posted the first message (the stub's TCP peer, mapped to a process by the OS) was
+ * dead or frozen at some moment between Slack's answer and COMMIT_WINDOW_MS after it — so it could
+ * not commit SENT — and every repeat came after that fault began. (A kill before the answer counts:
+ * a request still in flight reaches the stub after its sender died.) A missing message is never
+ * explained.
  */
 export function checkSlack(f: SlackFacts): Finding[] {
   const answered = new Map<string, StubRequest[]>();
@@ -32,7 +42,14 @@ export function checkSlack(f: SlackFacts): Finding[] {
   }
   const out: Finding[] = [];
   for (const run of f.runs) {
-    const got = answered.get(run.id) ?? [];
+    const got = (answered.get(run.id) ?? []).sort((a, b) => a.receivedAt - b.receivedAt);
+    for (const m of got)
+      if (statusOfMessage(m.text) !== run.status)
+        out.push({
+          runId: run.id,
+          kind: 'violation',
+          message: `run ${run.id} ended ${run.status}, but a Slack message announced ${statusOfMessage(m.text)}`,
+        });
     const want = FINISHED.includes(run.status) ? 1 : 0;
     if (got.length === want) continue;
     const what = `run ${run.id} (${run.status}) announced ${got.length} times in Slack, expected ${want}`;
@@ -40,20 +57,35 @@ export function checkSlack(f: SlackFacts): Finding[] {
       out.push({ runId: run.id, kind: 'violation', message: what });
       continue;
     }
-    const first = got.sort((a, b) => a.receivedAt - b.receivedAt)[0];
+    const [first, ...repeats] = got;
+    if (!first.poster) {
+      out.push({ runId: run.id, kind: 'violation', message: `${what}; the first message's sender is unknown (no process held its connection)` });
+      continue;
+    }
+    const answeredAt = first.answeredAt ?? first.receivedAt;
+    const sentBy = first.receivedAt - (f.lagBefore?.(first.receivedAt) ?? 0);
     const fault = f.faults.find(
       (x) =>
-        (x.kind === 'kill' || x.kind === 'freeze') &&
-        x.atMs >= first.receivedAt &&
-        x.atMs <= (first.answeredAt ?? first.receivedAt) + COMMIT_WINDOW_MS,
+        x.pid === first.poster &&
+        ((x.kind === 'kill' && x.atMs <= answeredAt + COMMIT_WINDOW_MS) ||
+          (x.kind === 'freeze' && x.atMs <= answeredAt + COMMIT_WINDOW_MS && (x.untilMs ?? Infinity) >= answeredAt) ||
+          // A stall (seen by the probe) while the POST was in flight or before SENT was committed
+          // costs the poster its claim: it gives up on a POST Slack already has, or is taken over.
+          (x.kind === 'stall' && x.atMs <= answeredAt + COMMIT_WINDOW_MS && (x.untilMs ?? x.atMs) >= sentBy)) &&
+        repeats.every((r) => r.receivedAt >= x.atMs),
     );
-    if (fault)
+    if (fault) {
+      const lag = fault.atMs - answeredAt;
+      const when = lag >= 0 ? `${lag} ms after Slack answered its POST` : `${-lag} ms before Slack answered its POST (still in flight)`;
+      const how =
+        fault.kind === 'kill' ? 'killed' : fault.kind === 'freeze' ? 'frozen' : `stalled (no answer for ${(fault.untilMs ?? 0) - fault.atMs} ms)`;
       out.push({
         runId: run.id,
         kind: 'window',
-        message: `${what}: ${fault.label} (pid ${fault.pid}) was ${fault.kind === 'kill' ? 'killed' : 'frozen'} ${fault.atMs - (first.answeredAt ?? first.receivedAt)} ms after Slack answered the first POST, before SENT could be committed`,
+        message: `${what}: its poster ${fault.label} (pid ${fault.pid}) was ${how} ${when}, before SENT could be committed`,
       });
-    else out.push({ runId: run.id, kind: 'violation', message: `${what}; no worker crash or freeze explains the repeat` });
+    } else
+      out.push({ runId: run.id, kind: 'violation', message: `${what}; no kill or freeze of its poster (pid ${first.poster}) explains the repeat` });
   }
   return out;
 }

@@ -63,7 +63,11 @@ export class NotificationDelivery {
       keeper.stop();
       return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim or lock lost before the POST' };
     }
-    const post = abortAfterGrace(lost, POST_ABORT_GRACE_MS);
+    // A POST in flight is dropped only when the claim in Postgres is lost (taken over, or our own
+    // extend came too late: we stalled). The Redis lock alone is also lost when Redis restarts
+    // without persistence — the key is simply gone while the row is still ours — and dropping a
+    // POST Slack already has would only make the next holder post the message again.
+    const post = abortAfterGrace([keeper.signal], POST_ABORT_GRACE_MS);
     let outcome: SlackOutcome;
     try {
       outcome = await this.slack.post(claim.message, post.signal);

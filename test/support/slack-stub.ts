@@ -19,7 +19,15 @@ export interface StubRequest {
   status?: number;
   /** Date.now() when the answer was handed to the socket. */
   answeredAt?: number;
+  /** The sender's TCP port, and the process that held that connection (when the stub was asked to find it). */
+  remotePort?: number;
+  poster?: number;
   release(reply?: StubReply): void;
+}
+
+export interface StubOptions {
+  /** Finds the process holding a client connection, from its port (called once per connection, while it is open). */
+  identify?: (remotePort: number, localPort: number) => number | undefined;
 }
 
 /**
@@ -31,13 +39,16 @@ export interface StubRequest {
 export class SlackStub {
   readonly requests: StubRequest[] = [];
   private readonly plans = new Map<string, StubReply[]>();
+  private readonly posters = new WeakMap<object, number | undefined>();
   private readonly secretPath = `/services/T0ONCEFLOW/B0TEST/${Math.random().toString(36).slice(2)}`;
 
   private constructor(private readonly server: Server) {}
 
-  static async start(): Promise<SlackStub> {
+  static async start(opts: StubOptions = {}): Promise<SlackStub> {
     const server = createServer();
     const stub = new SlackStub(server);
+    const identify = opts.identify;
+    if (identify) server.on('connection', (socket) => stub.posters.set(socket, identify(socket.remotePort ?? 0, socket.localPort ?? 0)));
     server.on('request', (req, res) => void stub.handle(req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return stub;
@@ -86,7 +97,15 @@ export class SlackStub {
       body = null;
     }
     const text = typeof (body as { text?: unknown })?.text === 'string' ? (body as { text: string }).text : '';
-    const entry: StubRequest = { text, body, receivedAt: Date.now(), state: 'held', release: () => undefined };
+    const entry: StubRequest = {
+      text,
+      body,
+      receivedAt: Date.now(),
+      state: 'held',
+      remotePort: req.socket.remotePort,
+      poster: this.posters.get(req.socket),
+      release: () => undefined,
+    };
     this.requests.push(entry);
     const answer = (reply: StubReply = {}): void => {
       if (entry.state !== 'held') return;

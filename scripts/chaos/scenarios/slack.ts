@@ -1,6 +1,6 @@
 import type { StubReply } from '../../../test/support/slack-stub';
 import type { Scenario } from '../scenario';
-import { pick } from '../util';
+import { pick, waitFor } from '../util';
 
 const ERR = (status: number): StubReply => ({ status, body: 'stub_error' });
 const LIMIT: StubReply = { status: 429, headers: { 'Retry-After': '1' }, body: 'rate_limited' };
@@ -17,15 +17,25 @@ export const slack: Scenario = {
     const project = await c.client.createProject(16);
     const n = quick ? 30 : 100;
     const runIds: string[] = [];
+    const planned = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const fail = rand() < 0.2 ? ' fail' : '';
       const id = await c.client.createRun(project, `slack run ${i} sleep=0.${1 + Math.floor(rand() * 4)}${fail}`, false);
       const plan = pick(rand, PLANS);
       if (plan.length) c.slack.plan(id, ...plan);
+      planned.set(id, plan.length);
       runIds.push(id);
     }
     const storm = await dispatchStormOf(c, runIds);
-    return { counts: { kills: 0, duplicatesAnswered: storm } };
+    // The faults must land: every scripted error answered before the run's message got its 200.
+    await waitFor(() => runIds.every((id) => c.slack.delivered(id) > 0), 60_000, 'every run announced').catch(() => undefined);
+    const violations: string[] = [];
+    for (const [id, n] of planned) {
+      const served = c.slack.for(id).filter((r) => r.state === 'answered' && r.status !== 200).length;
+      if (served < n) violations.push(`run ${id}: ${served} of its ${n} scripted Slack errors were served`);
+    }
+    const errorsPlanned = [...planned.values()].reduce((a, b) => a + b, 0);
+    return { counts: { kills: 0, duplicatesAnswered: storm, errorsPlanned }, violations };
   },
 };
 

@@ -29,6 +29,7 @@ export const stores: Scenario = {
     let keysDeleted = 0;
     let pgTerminations = 0;
     let connectionsKilled = 0;
+    const violations: string[] = [];
     for (const [i, fault] of faults.entries()) {
       waves.launch();
       await sleep(2000 + rand() * 1500);
@@ -37,18 +38,23 @@ export const stores: Scenario = {
         wipes++;
         keysDeleted += n;
         log(`fault ${i + 1}: deleted ${n} Redis keys under ${c.prefix}:*`);
+        if (n === 0) violations.push(`fault ${i + 1}: the Redis wipe found no key to delete`);
       } else {
         const n = await c.terminatePg();
         pgTerminations++;
         connectionsKilled += n;
         log(`fault ${i + 1}: terminated ${n} app connections to ${c.dbName}`);
+        if (n === 0) violations.push(`fault ${i + 1}: no app connection to terminate`);
       }
     }
     const [runs, deliveries] = await Promise.all([waves.settle(), plane]);
     log(`dispatch answers ${runs.answers}; plane answers ${deliveries.answers}`);
+    // Plane does not retry a 5xx: the event would be lost. The contract allows none (a spool takes
+    // deliveries while Postgres is unreachable).
+    if (deliveries.answers.get('5xx') > 0) violations.push(`plane: ${deliveries.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
     return {
       workItems: deliveries.workItems,
-      violations: runs.badStorms.map((id) => `dispatch: run ${id} not accepted exactly once`),
+      violations: [...violations, ...runs.badStorms.map((id) => `dispatch: run ${id} not accepted exactly once`)],
       counts: {
         wipes,
         keysDeleted,

@@ -30,6 +30,7 @@ export const storm: Scenario = {
     const distinct = planeSpec.items * (1 + planeSpec.fields) + planeSpec.botItems * 2;
     const stored = (await c.pg.query(`SELECT count(*)::int AS n FROM webhook_deliveries`)).rows[0].n as number;
     if (stored !== distinct) violations.push(`plane storm: ${stored} deliveries stored for ${distinct} distinct bodies`);
+    if (plane.answers.get('5xx') > 0) violations.push(`plane storm: ${plane.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
     return {
       workItems: plane.workItems,
       botItems: plane.botItems,
