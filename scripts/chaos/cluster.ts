@@ -6,6 +6,7 @@ import Redis from 'ioredis';
 import { Client, Pool } from 'pg';
 import { prepareDatabase } from '../../src/database/prepare-database';
 import { BOT_ACTOR, PLANE_SECRET } from '../../test/support/plane';
+import { LlmStub } from '../../test/support/llm-stub';
 import { SlackStub } from '../../test/support/slack-stub';
 import { AppProcess, Role } from './app-process';
 import { ApiClient } from './client';
@@ -69,6 +70,8 @@ export class Cluster {
   readonly redisUrl: string;
   readonly prefix: string;
   readonly execFile: string;
+  /** What the steps of multi-step runs append (test/support/steps-orchestrator.sh). */
+  readonly stepsFile: string;
   /** Where each command holds its flock while it lives (the witness waits on it). */
   readonly lockDir: string;
   readonly apiKey = `chaos_${randomBytes(16).toString('hex')}`;
@@ -81,6 +84,8 @@ export class Cluster {
   readonly pg: Pool;
   readonly redis: Redis;
   slack!: SlackStub;
+  /** A stand-in LLM provider behind every worker's caching proxy: counts the calls that reached "OpenAI". */
+  llm!: LlmStub;
   api!: AppProcess;
   scheduler!: AppProcess;
   workers: AppProcess[] = [];
@@ -103,6 +108,7 @@ export class Cluster {
     this.redisUrl = process.env.CHAOS_REDIS_URL ?? process.env.REDIS_URL ?? DEFAULT_REDIS;
     this.prefix = `onceflow_chaos_${opts.name}_${this.id}`;
     this.execFile = join(this.dir, 'executions.log');
+    this.stepsFile = join(this.dir, 'steps.log');
     this.lockDir = join(this.dir, 'locks');
     mkdirSync(this.lockDir);
     // Run commands execute as an unprivileged user (RUN_AS_USER): they append to the execution file,
@@ -126,6 +132,7 @@ export class Cluster {
       // Who posted each message is asked of the kernel (the TCP peer's process), not of the app.
       c.slack = await SlackStub.start({ identify: (peer) => c.peers.owner(peer) });
       c.peers.start(100);
+      c.llm = await LlmStub.start();
       // Migrate once up front: the processes then start without queueing on the advisory lock.
       await prepareDatabase(c.dbUrl);
       c.witness.start();
@@ -153,7 +160,9 @@ export class Cluster {
       PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
       PLANE_BOT_ACTOR_IDS: BOT_ACTOR,
       SLACK_WEBHOOK_URL: this.slack.url,
-      ORCHESTRATOR_COMMAND: `sh '${join(this.dir, 'fake-orchestrator.sh')}' '${this.execFile}' '${this.lockDir}'`,
+      // A requirement with steps=N runs the steps orchestrator inside (its steps write to steps.log).
+      ORCHESTRATOR_COMMAND: `sh '${join(this.dir, 'fake-orchestrator.sh')}' '${this.execFile}' '${this.lockDir}' '${this.stepsFile}'`,
+      LLM_OPENAI_UPSTREAM: this.llm.openaiUrl,
       WORKSPACE_ROOT: join(this.dir, 'workspaces'),
       ...this.opts.env,
     };
@@ -278,6 +287,7 @@ export class Cluster {
     this.witness.stop();
     this.peers.stop();
     await this.slack?.close().catch(() => undefined);
+    await this.llm?.close().catch(() => undefined);
     await this.pg.end().catch(() => undefined);
     if (!process.env.CHAOS_KEEP_DB) {
       await this.deletePrefixKeys().catch(() => undefined);

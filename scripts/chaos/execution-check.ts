@@ -55,18 +55,37 @@ const workerOf = (e: Execution, f: ExecutionFacts) =>
  */
 function explain(e: Execution, f: ExecutionFacts): string | undefined {
   if (!e.end || !e.worker) return undefined;
-  const d = e.end.atMs;
-  for (const fault of f.faults.filter((x) => x.pid === e.worker)) {
-    const lag = d - fault.atMs;
-    const when = lag <= 0 ? `${-lag} ms after the command exited` : `${lag} ms before the command exited`;
-    if (fault.kind === 'kill' && lag >= -COMMIT_WINDOW_MS && lag <= killBoundMs(f.lockTtlMs))
-      return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} was killed ${when}`;
-    if (fault.kind === 'freeze' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
-      return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} froze ${when}, within the lock TTL`;
+  return explainAt(
+    e.worker,
+    e.end.atMs,
+    `attempt ${e.start.attempt}'s worker ${workerOf(e, f)}`,
+    { what: 'the command exited', around: "the command's exit" },
+    f,
+  );
+}
+
+/**
+ * A fault of `worker` that explains an effect at `atMs` not being recorded: a kill within the
+ * commit window before it (or a moment after: the watchdog's reaction), a freeze or a stall
+ * beginning at most one lock TTL before it. Shared by the run check and the steps check.
+ */
+export function explainAt(
+  worker: number,
+  atMs: number,
+  who: string,
+  event: { what: string; around: string },
+  f: Pick<ExecutionFacts, 'faults' | 'lockTtlMs'>,
+): string | undefined {
+  const { what, around } = event;
+  for (const fault of f.faults.filter((x) => x.pid === worker)) {
+    const lag = atMs - fault.atMs;
+    const when = lag <= 0 ? `${-lag} ms after ${what}` : `${lag} ms before ${what}`;
+    if (fault.kind === 'kill' && lag >= -COMMIT_WINDOW_MS && lag <= killBoundMs(f.lockTtlMs)) return `${who} was killed ${when}`;
+    if (fault.kind === 'freeze' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs) return `${who} froze ${when}, within the lock TTL`;
     // A stall nobody injected (seen by the probe): its heartbeat came late, as in a short freeze,
-    // judged by the same rule (it began at most one TTL before the exit).
+    // judged by the same rule (it began at most one TTL before the effect).
     if (fault.kind === 'stall' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
-      return `attempt ${e.start.attempt}'s worker ${workerOf(e, f)} did not answer for ${(fault.untilMs ?? fault.atMs) - fault.atMs} ms around the command's exit (a stall: ${when})`;
+      return `${who} did not answer for ${(fault.untilMs ?? fault.atMs) - fault.atMs} ms around ${around} (a stall: ${when})`;
   }
   return undefined;
 }

@@ -3,10 +3,11 @@ import { runScenario, Scenario, ScenarioReport } from './scenario';
 import { freeze } from './scenarios/freeze';
 import { kill9 } from './scenarios/kill9';
 import { slack } from './scenarios/slack';
+import { steps } from './scenarios/steps';
 import { stores } from './scenarios/stores';
 import { storm } from './scenarios/storm';
 
-const SCENARIOS: Scenario[] = [storm, kill9, freeze, stores, slack];
+const SCENARIOS: Scenario[] = [storm, kill9, freeze, stores, slack, steps];
 
 /**
  * `npm run chaos [-- --quick] [-- --only=kill9,freeze] [-- --seed=N | --seeds=N,M]`: each scenario
@@ -71,7 +72,7 @@ async function main(): Promise<void> {
   for (const r of reports) {
     const c = r.counts;
     process.stdout.write(
-      `${r.name.padEnd(10)} ${String(r.seed).padStart(10)} ${(r.violations.length ? 'FAIL' : 'PASS').padEnd(6)} ${String(r.seconds).padStart(6)} ${String(c.runs ?? '-').padStart(5)} ${String(c.executions ?? '-').padStart(6)} ${String(c.kills ?? 0).padStart(6)} ${String(c.duplicatesAnswered ?? 0).padStart(6)} ${String(c.messages ?? '-').padStart(5)} ${String((c.reexecuted ?? 0) + (c.slackRepeats ?? 0)).padStart(6)} ${String(c.stalls ?? 0).padStart(6)}\n`,
+      `${r.name.padEnd(10)} ${String(r.seed).padStart(10)} ${(r.violations.length ? 'FAIL' : 'PASS').padEnd(6)} ${String(r.seconds).padStart(6)} ${String(c.runs ?? '-').padStart(5)} ${String(c.executions ?? '-').padStart(6)} ${String(c.kills ?? 0).padStart(6)} ${String(c.duplicatesAnswered ?? 0).padStart(6)} ${String(c.messages ?? '-').padStart(5)} ${String((c.reexecuted ?? 0) + (c.slackRepeats ?? 0) + (c.stepWindows ?? 0)).padStart(6)} ${String(c.stalls ?? 0).padStart(6)}\n`,
     );
   }
   const replay = failed.map((r) => `npm run chaos -- ${quick ? '--quick ' : ''}--only=${r.name} --seed=${r.seed}`);

@@ -13,6 +13,8 @@ export interface ScenarioOutcome extends Partial<CheckInput> {
   counts: Record<string, number>;
   /** Violations only this scenario can see (e.g. a dispatch storm accepted twice). */
   violations?: string[];
+  /** A check of the scenario's own, run once every run has settled (after the common invariants). */
+  afterSettle?: () => Promise<{ violations: string[]; windows: string[]; counts: Record<string, number> }>;
 }
 
 export interface Scenario {
@@ -44,9 +46,10 @@ export async function runScenario(s: Scenario, quick: boolean, seed: number, str
     const outcome = await s.run(cluster, { quick, rand: rng(seed), log });
     log('faults over; checking invariants');
     const verdict = await checkInvariants(cluster, { settleMs: quick ? 60_000 : 180_000, strict, ...outcome });
-    report.counts = { ...verdict.counts, ...outcome.counts, restarts: cluster.restarts };
-    report.violations = [...(outcome.violations ?? []), ...verdict.violations];
-    report.windows = verdict.windows;
+    const own = (await outcome.afterSettle?.()) ?? { violations: [], windows: [], counts: {} };
+    report.counts = { ...verdict.counts, ...outcome.counts, ...own.counts, restarts: cluster.restarts };
+    report.violations = [...(outcome.violations ?? []), ...verdict.violations, ...own.violations];
+    report.windows = [...verdict.windows, ...own.windows];
     report.warnings = verdict.warnings;
   } catch (err) {
     report.violations.push(`scenario aborted: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);

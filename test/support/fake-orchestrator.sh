@@ -10,11 +10,16 @@
 # <dir>/<run>.<token>.<pid> from before its start line until it exits (children included): a
 # waiter on that lock learns when the execution really ended, killed or not (start line: lock=...).
 # Behaviour comes from the run's requirement text (data, matched as patterns, never evaluated):
+#   steps=N      a multi-step run: steps-orchestrator.sh (beside this file) does the work between the
+#                start line and the end line, its steps appending to the file given as $3; exit 0 →
+#                done, 75 → transient, anything else → fail (code=N)
 #   sleep=N      sleep N seconds (N from 0.1 to 9.9, or a whole number)
 #   transient=N  exit 75 while RUN_ATTEMPT <= N
 #   fail         exit 3
 log="$1"
 lockdir="$2"
+stepslog="$3"
+here=$(dirname "$0")
 now() { date +%s%N; }
 
 # Parent links up to the worker: stat is "pid (comm) state ppid ..."; comm may hold spaces.
@@ -43,6 +48,16 @@ if [ -n "$lockdir" ]; then
 fi
 
 echo "start $RUN_ID $RUN_ATTEMPT $RUN_FENCING_TOKEN $$ $(now) $who$lock" >> "$log"
+case "$RUN_REQUIREMENT" in
+  *steps=*)
+    sh "$here/steps-orchestrator.sh" "${stepslog:-/dev/null}"; rc=$?
+    case "$rc" in
+      0) echo "done $RUN_ID $RUN_ATTEMPT $RUN_FENCING_TOKEN $$ $(now) $who" >> "$log" ;;
+      75) echo "transient $RUN_ID $RUN_ATTEMPT $RUN_FENCING_TOKEN $$ $(now) $who" >> "$log" ;;
+      *) echo "fail $RUN_ID $RUN_ATTEMPT $RUN_FENCING_TOKEN $$ $(now) $who code=$rc" >> "$log" ;;
+    esac
+    exit "$rc" ;;
+esac
 case "$RUN_REQUIREMENT" in
   *sleep=*)
     s=${RUN_REQUIREMENT#*sleep=}; s=${s%% *}
