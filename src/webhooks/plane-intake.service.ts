@@ -11,6 +11,7 @@ import { verifyPlaneSignature } from './plane-signature';
 import { PlaneWebhookAnswer } from './plane-webhook.view';
 import { ReplayView } from './delivery.view';
 import { PlaneSpool, SpoolEntry } from './plane-spool';
+import { SettledDeliveries } from './settled-deliveries';
 import { DeliveryOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryStatus } from './webhook-delivery.entity';
 
@@ -46,6 +47,7 @@ export class PlaneIntakeService {
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly handler: PlaneEventHandler,
     private readonly spool: PlaneSpool,
+    private readonly settled: SettledDeliveries,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
@@ -71,6 +73,13 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw err;
     }
+    // A retry of a delivery this process saw settle: answered from memory, counted later.
+    const repeated = this.settled.repeat(delivery.dedupeKey);
+    if (repeated) {
+      this.metrics.duplicate('delivery_dedupe');
+      this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
+      return { httpStatus: 200, body: { status: 'duplicate', deliveryId: repeated } };
+    }
     let recorded;
     try {
       recorded = await this.deliveries.record(deliveryRow(delivery));
@@ -83,8 +92,9 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
       if (recorded.takeOver) {
         this.logger.warn({ msg: 'retry of a delivery whose processing died: processing it now', deliveryId: recorded.id });
-        await this.handler.handle(recorded.id, delivery.event);
-      }
+        const outcome = await this.handler.handle(recorded.id, delivery.event);
+        if (!outcome.transient) this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
+      } else this.settled.settle(delivery.dedupeKey, recorded.id, recorded.status);
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: recorded.id } };
     }
     // Arrival order per work item: while older deliveries of this item wait in the spool, this one
@@ -98,6 +108,7 @@ export class PlaneIntakeService {
       // Stored, so never a 5xx: spooled if Redis takes it, else left for a replay (status failed or accepted).
       return this.toSpool(req.body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() => answer(recorded.id, outcome));
     }
+    this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
     return answer(recorded.id, outcome);
   }
 

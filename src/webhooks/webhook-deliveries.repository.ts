@@ -112,6 +112,18 @@ export class WebhookDeliveriesRepository {
     return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.stale && (await this.takeOver(row.id)) };
   }
 
+  /** Retries counted in memory (SettledDeliveries), added to their rows in ONE statement. */
+  async addDuplicates(counts: Map<string, { n: number; last: Date }>): Promise<void> {
+    const ids = [...counts.keys()];
+    await queryRows(
+      this.ds,
+      `UPDATE webhook_deliveries d
+          SET duplicate_count = d.duplicate_count + v.n, last_duplicate_at = GREATEST(d.last_duplicate_at, v.last)
+         FROM unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS v(id, n, last) WHERE d.id = v.id`,
+      [ids, ids.map((id) => counts.get(id)!.n), ids.map((id) => counts.get(id)!.last)],
+    );
+  }
+
   /**
    * Claims a stale `accepted` delivery for this retry. Rare (its first processing died), so a
    * statement of its own: concurrent retries all saw it stale, but the row lock and the re-checked

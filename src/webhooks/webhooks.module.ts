@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppRole, roleServesApi } from '../config/app-config';
 import { PlaneEventHandler } from './plane-event-handler';
 import { PlaneIntakeService } from './plane-intake.service';
+import { SettledDeliveries } from './settled-deliveries';
 import { PlaneSpool } from './plane-spool';
 import { PlaneSpoolDrainer } from './plane-spool-drainer';
 import { PlaneWebhookController } from './plane-webhook.controller';
@@ -24,6 +25,7 @@ export class WebhooksModule {
         WebhookDeliveriesRepository,
         PlaneEventHandler,
         PlaneSpool,
+        SettledDeliveries,
         PlaneIntakeService,
         ...(roleServesApi(role) ? [PlaneSpoolDrainer] : []),
       ],

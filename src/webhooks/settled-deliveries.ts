@@ -1,0 +1,87 @@
+import { BeforeApplicationShutdown, Injectable, Logger } from '@nestjs/common';
+import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
+import { DeliveryStatus } from './webhook-delivery.entity';
+
+/** How many settled deliveries this process remembers (Plane retries within minutes; a key is ~100 bytes). */
+export const SETTLED_CAPACITY = 20_000;
+/** How long one is remembered: Plane's retries come within ~50 minutes (5 × up to 600 s). */
+export const SETTLED_TTL_MS = 60 * 60_000;
+/** Duplicate counts are folded into their rows this often (one statement for all of them). */
+export const FOLD_INTERVAL_MS = 1000;
+
+const SETTLED = new Set<string>([DeliveryStatus.PROCESSED, DeliveryStatus.IGNORED, DeliveryStatus.DUPLICATE]);
+
+/**
+ * The deliveries this API process saw reach a final outcome (processed, ignored, duplicate),
+ * by dedupe key. A retry of one of them — Plane resends byte-identical bodies — is answered
+ * "duplicate" from memory, without a Postgres round trip; its duplicate count is folded into the
+ * row later, in one statement for every delivery (counts of a process that dies before the next
+ * fold are lost: they are statistics, nothing depends on them). Deliveries still in progress
+ * (accepted, failed) are never remembered: their retry must reach Postgres, which may hand it the
+ * processing of a delivery whose first pass died. Each replica remembers what it saw; a retry
+ * that lands on another replica costs that replica one statement, as before.
+ */
+@Injectable()
+export class SettledDeliveries implements BeforeApplicationShutdown {
+  private readonly logger = new Logger(SettledDeliveries.name);
+  /** dedupe key → delivery id; Map keeps insertion order, so the first entries are the oldest. */
+  private readonly settled = new Map<string, { id: string; until: number }>();
+  private pending = new Map<string, { n: number; last: Date }>();
+  private timer: NodeJS.Timeout | undefined;
+  private folding: Promise<void> | undefined;
+
+  constructor(private readonly deliveries: WebhookDeliveriesRepository) {}
+
+  /** The delivery id of a settled delivery with this key, and the retry counted; undefined otherwise. */
+  repeat(key: string): string | undefined {
+    const hit = this.settled.get(key);
+    if (!hit) return undefined;
+    if (hit.until < Date.now()) {
+      this.settled.delete(key);
+      return undefined;
+    }
+    const p = this.pending.get(hit.id);
+    if (p) {
+      p.n++;
+      p.last = new Date();
+    } else this.pending.set(hit.id, { n: 1, last: new Date() });
+    this.timer ??= setTimeout(() => void this.fold(), FOLD_INTERVAL_MS).unref();
+    return hit.id;
+  }
+
+  /** Remembers a delivery whose outcome is final; anything else is ignored. */
+  settle(key: string, id: string, status: DeliveryStatus | string): void {
+    if (!SETTLED.has(status)) return;
+    this.settled.delete(key);
+    this.settled.set(key, { id, until: Date.now() + SETTLED_TTL_MS });
+    if (this.settled.size > SETTLED_CAPACITY) this.settled.delete(this.settled.keys().next().value!);
+  }
+
+  /** Adds the counted retries to their rows: one statement. Kept for the next fold if Postgres is away. */
+  async fold(): Promise<void> {
+    this.timer = undefined;
+    if (this.folding) return this.folding;
+    if (this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    this.folding = this.deliveries
+      .addDuplicates(batch)
+      .then(() => undefined)
+      .catch((err: unknown) => {
+        for (const [id, p] of batch) {
+          const now = this.pending.get(id);
+          this.pending.set(id, { n: p.n + (now?.n ?? 0), last: now?.last ?? p.last });
+        }
+        this.logger.warn({ msg: 'could not fold duplicate counts; trying again', deliveries: batch.size, err: String(err) });
+        this.timer ??= setTimeout(() => void this.fold(), FOLD_INTERVAL_MS * 5).unref();
+      })
+      .finally(() => (this.folding = undefined));
+    return this.folding;
+  }
+
+  /** Before the database connections close: the last counts go in. */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    await this.fold();
+  }
+}
