@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { createWriteStream, existsSync, WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync, WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, repoRoot, sleep } from './util';
 
@@ -21,6 +21,7 @@ export class AppProcess {
   ready = false;
   private exited!: Promise<void>;
   private log!: WriteStream;
+  private logClosed!: Promise<void>;
 
   constructor(
     readonly label: string,
@@ -43,11 +44,38 @@ export class AppProcess {
     return `http://127.0.0.1:${this.port}`;
   }
 
+  /**
+   * Start and wait until ready. The port is picked free just before the spawn, so another process
+   * (a worker's own API server, a command's outgoing connection) can take it in between: a start
+   * that dies of EADDRINUSE is retried on a new port; so is any other early exit (a start-up that
+   * lost a race with the load is not what chaos tests), printed with the end of the log, three
+   * tries in all, so a CI transcript shows why.
+   */
   async start(readyTimeoutMs = 45_000): Promise<this> {
+    for (let attempt = 1; ; attempt++) {
+      const logStart = existsSync(this.logFile) ? readFileSync(this.logFile).length : 0;
+      try {
+        return await this.startOnce(readyTimeoutMs);
+      } catch (err) {
+        if (!(err instanceof ExitedEarly)) throw err;
+        await Promise.race([this.logClosed, sleep(5000)]);
+        const tail = readFileSync(this.logFile).subarray(logStart).toString('utf8');
+        const last = tail.trimEnd().split('\n').slice(-12).join('\n    ');
+        const why = `${this.label} exited before it was ready (see ${this.logFile}); its log ends:\n    ${last}`;
+        if (attempt >= 3 || (this.fixedPort !== undefined && /EADDRINUSE/.test(tail))) throw new Error(why);
+        // A start is not what chaos tests: say it, and start again (3 tries).
+        process.stdout.write(`  [note] start ${attempt} of ${this.label} failed, starting again: ${why}\n`);
+      }
+    }
+  }
+
+  private async startOnce(readyTimeoutMs: number): Promise<this> {
     const main = join(repoRoot(), 'dist/src/main.js');
     if (!existsSync(main)) throw new Error('dist/src/main.js is missing: build first (npm run chaos does)');
     this.port = this.fixedPort ?? (await freePort());
     this.log = createWriteStream(this.logFile, { flags: 'a' });
+    const stream = this.log;
+    this.logClosed = new Promise((resolve) => stream.once('close', () => resolve()).once('error', () => resolve()));
     this.log.write(`--- ${new Date().toISOString()} start ${this.label} (${this.role}) on :${this.port}\n`);
     this.child = spawn(process.execPath, [main], {
       env: { ...process.env, ...this.env, APP_ROLE: this.role, PORT: String(this.port) },
@@ -72,7 +100,7 @@ export class AppProcess {
     // Ready = /health/ready answers 200; an exit before that fails at once, not at the timeout.
     const deadline = Date.now() + readyTimeoutMs;
     for (;;) {
-      if (!this.running) throw new Error(`${this.label} exited before it was ready (see ${this.logFile})`);
+      if (!this.running) throw new ExitedEarly();
       const res = await fetch(`${this.url}/health/ready`, { signal: AbortSignal.timeout(2000) }).catch(() => null);
       if (res?.status === 200) break;
       if (Date.now() > deadline) {
@@ -118,3 +146,5 @@ export class AppProcess {
     }
   }
 }
+
+class ExitedEarly extends Error {}
