@@ -136,7 +136,8 @@ describe("what reaches a run's command", () => {
     process.env.SHARED_TOOL_TOKEN = 'passthrough-value';
     process.env.PGPASSWORD = 'must-not-leak';
     process.env.HUGE_VARIABLE = 'x'.repeat(200 * 1024);
-    const command = `env > '${dir}/env.'"$RUN_ID"; cat "$RUN_REQUIREMENT_FILE" > '${dir}/req.'"$RUN_ID"`;
+    // It also prints its environment: what it prints is served by the API and posted to Slack.
+    const command = `env | tee '${dir}/env.'"$RUN_ID"; cat "$RUN_REQUIREMENT_FILE" > '${dir}/req.'"$RUN_ID"`;
     t = await startApp(testEnv('cmd-env', join(dir, 'unused'), { ORCHESTRATOR_COMMAND: command, ORCHESTRATOR_ENV_PASSTHROUGH: 'SHARED_TOOL_TOKEN' }));
   });
   afterAll(async () => {
@@ -167,6 +168,19 @@ describe("what reaches a run's command", () => {
     expect(seen.HOME).toMatch(/onceflow-attempt-/);
     expect(existsSync(seen.HOME)).toBe(false);
     expect(seen.PATH.split(':')[0]).toMatch(/onceflow-bin-/);
+  });
+
+  it('its credential, printed by the command, is not in the output the API serves', async () => {
+    const project = await createProject(t.http);
+    const run = await createRun(t.http, project.id, 'print everything', true);
+    await waitForStatus([run.id], ['SUCCESS']);
+    const token = envOf(run.id).ONCEFLOW_RUN_TOKEN;
+    expect(token).toMatch(/^ofr_/);
+    const body = (await t.http.get(`/api/runs/${run.id}`).set(auth)).body;
+    expect(body.outputTail).toContain('RUN_ID=');
+    expect(body.outputTail).not.toContain(token);
+    expect(body.outputTail).toContain('ONCEFLOW_RUN_TOKEN=[onceflow credential redacted]');
+    expect(body.outputTail).toContain('/llm/[onceflow credential redacted]/openai');
   });
 
   it('a requirement over 64 KiB reaches the command through RUN_REQUIREMENT_FILE only (140 KB of Cyrillic: no E2BIG)', async () => {

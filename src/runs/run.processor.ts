@@ -115,6 +115,7 @@ export class RunProcessor implements OnModuleInit {
     } finally {
       access?.close();
     }
+    if (access) result = { ...result, outputTail: access.redact(result.outputTail) };
     this.metrics.runDuration.observe({ outcome: result.outcome }, result.durationMs / 1000);
     const stats = access ? describeStats(access.stats) : '';
     return this.finish(job, run.attempts, token, project.name, run.requirement, result, lease, stats);

@@ -9,7 +9,11 @@ export interface CommandAccessHandle {
   stats: AttemptStats;
   /** Revokes the attempt's credential. */
   close(): void;
+  /** The text with the attempt's credential replaced: what the command printed is served and posted. */
+  redact(text: string): string;
 }
+
+export const REDACTED_CREDENTIAL = '[onceflow credential redacted]';
 
 /**
  * What an attempt's command gets to talk to its worker: the worker API's address, a credential
@@ -39,6 +43,9 @@ export class CommandAccess {
       },
       stats: full.stats,
       close,
+      // A command that prints its environment must not hand the credential to whoever reads the
+      // run (API answers, Slack). Revoked by then, but a credential is never shown, live or not.
+      redact: (text) => redactCredential(text, token),
     };
   }
 }
@@ -51,4 +58,19 @@ export function describeStats(s: AttemptStats): string {
   }
   if (s.llmUpstream || s.llmCached) parts.push(`LLM: ${s.llmUpstream} upstream, ${s.llmCached} cached`);
   return parts.join('; ');
+}
+
+/**
+ * Every occurrence of the credential, and the end of one the output tail cut at its start (the
+ * tail keeps the last bytes: a token printed just before the cut survives only as a suffix).
+ */
+export function redactCredential(text: string, token: string): string {
+  let out = text.split(token).join(REDACTED_CREDENTIAL);
+  for (let keep = token.length - 1; keep >= 8; keep--) {
+    if (out.startsWith(token.slice(-keep))) {
+      out = REDACTED_CREDENTIAL + out.slice(keep);
+      break;
+    }
+  }
+  return out;
 }
