@@ -83,7 +83,10 @@ export interface AppProcess {
  */
 export async function startApp(env: Record<string, string>, nodeArgs: string[] = []): Promise<AppProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, MAIN_JS], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, MAIN_JS], {
+    env: { ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (c) => (out = (out + c).slice(-20_000)));
   child.stderr!.on('data', (c) => (out = (out + c).slice(-20_000)));
