@@ -3,9 +3,13 @@
  * settings and concurrency but a handler that does nothing — no lock, no database. It reports its
  * completed-job count to the parent over IPC.
  *
- * Environment (set by bench.ts): REDIS_URL, REDIS_PREFIX, BARE_QUEUE, BARE_CONCURRENCY.
+ * With BARE_FORK=1 the handler forks `sh -c true` and waits for its exit: the baseline of the
+ * full-path phase, whose runs fork the same command.
+ *
+ * Environment (set by bench.ts): REDIS_URL, REDIS_PREFIX, BARE_QUEUE, BARE_CONCURRENCY, BARE_FORK.
  */
 import Bull from 'bull';
+import { spawn } from 'node:child_process';
 import { loadConfig } from '../src/config/app-config';
 import { queueOptions } from '../src/queues/queue-settings';
 
@@ -17,8 +21,15 @@ queue.on('completed', () => {
   completed++;
   lastAt = Date.now();
 });
-// A no-op handler: what Bull itself costs per job.
-void queue.process(config.workerConcurrency, async () => undefined);
+const forkTrue = () =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawn('/bin/sh', ['-c', 'true'], { stdio: 'ignore' });
+    child.once('error', reject);
+    child.once('exit', () => resolve());
+  });
+// A no-op handler: what Bull itself costs per job (or Bull plus one fork).
+const handler = process.env.BARE_FORK === '1' ? forkTrue : async () => undefined;
+void queue.process(config.workerConcurrency, handler);
 // The parent may be gone between two reports (it disconnects when it has its figure): a send then
 // fails with EPIPE, which without a callback is an unhandled 'error' event.
 const send = (msg: object) => {

@@ -23,7 +23,8 @@ export interface BareBullResult {
   redisCpuMsPerJob: number;
 }
 
-export async function measureBareBull(config: AppConfig, jobs: number, producerConcurrency: number): Promise<BareBullResult> {
+/** With `fork`, each job's processor forks `sh -c true` and waits for it (the full path's baseline). */
+export async function measureBareBull(config: AppConfig, jobs: number, producerConcurrency: number, fork_ = false): Promise<BareBullResult> {
   const queueName = `bare_${randomUUID().slice(0, 8)}`;
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
     env: {
@@ -32,6 +33,7 @@ export async function measureBareBull(config: AppConfig, jobs: number, producerC
       REDIS_PREFIX: config.redisPrefix,
       BARE_QUEUE: queueName,
       WORKER_CONCURRENCY: String(config.workerConcurrency),
+      BARE_FORK: fork_ ? '1' : '',
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -1,13 +1,17 @@
 /**
  * `npm run bench`: what the guarantees cost, measured in ONE run on this machine against the local
  * Postgres and Redis (DATABASE_URL's server, REDIS_URL), in a scratch database and under a Redis
- * key prefix of its own, both dropped at the end. Prints a table and writes
- * bench/results/latest.json. Method and figures: docs/benchmarks.md.
+ * key prefix of its own, both dropped at the end. Prints a table of the speed targets and writes
+ * bench/results/latest.json and latest.svg. Method and figures: docs/benchmarks.md.
  *
- * Knobs (bench-only environment): BENCH_CONCURRENCY (worker concurrency of both the Bull baseline
- * and onceflow workers, default 32), BENCH_RUNS (runs per guarded phase, default 6000),
- * BENCH_BARE_JOBS (default 20000), BENCH_PRODUCERS (dispatches in flight, default 16),
- * BENCH_WORKER_PROFILE_DIR (V8 CPU profiles of the worker processes).
+ * Knobs (bench-only environment): BENCH_PHASES (comma list of bare, graphile, guarded, locks,
+ * fullpath, intake, openloop; default all), BENCH_CONCURRENCY (worker concurrency of every
+ * consumer, default 32), BENCH_RUNS (runs per guarded phase, default 6000), BENCH_GW_JOBS
+ * (graphile-worker jobs per phase, default BENCH_RUNS), BENCH_BARE_JOBS (default 20000),
+ * BENCH_FULL_RUNS (full-path runs, and bare Bull forking jobs, default 2000), BENCH_PRODUCERS
+ * (dispatches / adds / HTTP calls in flight, default 16), BENCH_OPEN_RATE (offered deliveries/s of
+ * the open loop, default 500), BENCH_OPEN_SECONDS (default 10), BENCH_WORKER_PROFILE_DIR (V8 CPU
+ * profiles of the worker processes).
  */
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
@@ -22,12 +26,16 @@ import { prepareDatabase } from '../src/database/prepare-database';
 import { DispatchService } from '../src/runs/dispatch.service';
 import { ProjectsService } from '../src/runs/projects.service';
 import { RunsService } from '../src/runs/runs.service';
-import { measureBareBull } from './bare-bull';
+import { BareBullResult, measureBareBull } from './bare-bull';
+import { renderChart } from './chart';
+import { FullPathResult, measureFullPath } from './full-path';
+import { GraphileResult, measureGraphile } from './graphile-worker';
 import { createRuns, GuardedResult, measureGuarded } from './guarded-runs';
-import { measureLocks } from './lock-bench';
+import { LockBenchResult, measureLocks } from './lock-bench';
+import { OpenLoopResult, runOpenLoopIntake } from './open-loop-intake';
 import { buildReport, printTable } from './report';
 import { dropDatabase, dropRedisPrefix, load, machine, peakRssMb, withDatabase } from './support';
-import { formatIntake, runIntakeBench } from './webhook-intake';
+import { formatIntake, IntakeResult, runIntakeBench } from './webhook-intake';
 
 const API_KEY = 'bench-api-key-0123456789';
 
@@ -38,16 +46,33 @@ function knob(name: string, fallback: number): number {
   return n;
 }
 
+const ALL_PHASES = ['bare', 'graphile', 'guarded', 'locks', 'fullpath', 'intake', 'openloop'];
+
+function phasesToRun(): string[] {
+  const raw = process.env.BENCH_PHASES;
+  if (raw === undefined || raw.trim() === '') return ALL_PHASES;
+  const picked = raw.split(',').map((p) => p.trim());
+  const unknown = picked.filter((p) => !ALL_PHASES.includes(p));
+  if (unknown.length) throw new Error(`BENCH_PHASES: unknown phase(s) ${unknown.join(', ')}; known: ${ALL_PHASES.join(', ')}`);
+  return ALL_PHASES.filter((p) => picked.includes(p));
+}
+
 function log(msg: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }
 
 async function main(): Promise<void> {
   const started = Date.now();
+  const phases = phasesToRun();
+  const has = (p: string) => phases.includes(p);
   const concurrency = knob('BENCH_CONCURRENCY', 32);
   const runsPerPhase = knob('BENCH_RUNS', 6000);
+  const graphileJobs = knob('BENCH_GW_JOBS', runsPerPhase);
   const bareJobs = knob('BENCH_BARE_JOBS', 20000);
+  const fullRuns = knob('BENCH_FULL_RUNS', 2000);
   const producers = knob('BENCH_PRODUCERS', 16);
+  const openRate = knob('BENCH_OPEN_RATE', 500);
+  const openSeconds = knob('BENCH_OPEN_SECONDS', 10);
   const profileDir = process.env.BENCH_WORKER_PROFILE_DIR;
   const tag = `bench_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
   const base = configFromProcessEnv({ API_KEYS: API_KEY });
@@ -68,92 +93,148 @@ async function main(): Promise<void> {
   for (const k of ['PLANE_WEBHOOK_SECRETS', 'SLACK_WEBHOOK_URL', 'APP_ROLE', 'PORT']) delete appEnv[k];
   const config = loadConfig({ ...appEnv, APP_ROLE: 'api' });
   const loadBefore = load();
-  log(`scratch database ${databaseUrl.replace(/\/\/[^@]*@/, '//')}, Redis prefix ${tag}, load ${loadBefore}`);
+  log(`scratch database ${databaseUrl.replace(/\/\/[^@]*@/, '//')}, Redis prefix ${tag}, load ${loadBefore}, phases ${phases.join(',')}`);
   let app: INestApplication | undefined;
   try {
     const host = await machine(withDatabase(base.databaseUrl, 'postgres'), base.redisUrl);
     await prepareDatabase(databaseUrl);
-    // The producer: the real DispatchService in an API-role app inside this process.
-    app = await createApp(config);
-    await app.init();
-    const ds = app.get(DataSource);
-    const dispatcher = app.get(DispatchService);
-    const runs = app.get(RunsService);
-    const projects = app.get(ProjectsService);
 
-    log(`bare Bull: ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
-    const bare = await measureBareBull(config, bareJobs, producers);
-    log(`  ${bare.jobsPerSec.toFixed(0)} jobs/s`);
-
-    // Enough projects that the per-project row lock of the claim is not the whole story, and a
-    // cap (max_concurrent_runs) that never binds: the bench measures the guards, not the cap.
-    const projectIds: string[] = [];
-    for (let i = 0; i < 32; i++) {
-      projectIds.push((await projects.create({ name: `bench-${i}`, maxConcurrentRuns: concurrency * 2 })).id);
+    let bare: BareBullResult | undefined;
+    if (has('bare')) {
+      log(`bare Bull: ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
+      bare = await measureBareBull(config, bareJobs, producers);
+      log(`  ${bare.jobsPerSec.toFixed(0)} jobs/s`);
     }
-    const create = (projectId: string, requirement: string) => runs.create({ projectId, requirement });
-    const guarded: GuardedResult[] = [];
-    let runsCreatedPerSec = 0;
-    for (const workers of [1, 2]) {
-      const batch = await createRuns(create, projectIds, runsPerPhase, producers);
-      runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
-      log(`guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`);
-      const g = await measureGuarded(
-        {
-          ds,
-          dispatcher,
-          databaseUrl,
-          redisUrl: base.redisUrl,
-          workerEnv: { ...appEnv, APP_ROLE: 'worker' },
-          // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
-          workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
-          producerConcurrency: producers,
-        },
-        batch.ids,
-        workers,
+
+    // The peer before and after the guarded phases: a machine that slows down (a neighbour, heat)
+    // between the two shows as a gap between its two figures instead of skewing the ratio.
+    const graphile: GraphileResult[] = [];
+    const peer = async (when: string) => {
+      log(
+        `graphile-worker (${when}): ${graphileJobs} jobs each added twice with one job_key, ${producers} pairs in flight, concurrency ${concurrency}`,
       );
-      log(`  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`);
-      guarded.push(g);
+      const g = await measureGraphile(databaseUrl, base.redisUrl, graphileJobs, producers, concurrency, when);
+      log(`  ${g.jobsPerSec.toFixed(0)} jobs/s, executed twice ${g.duplicatesExecuted}, never executed ${g.lost}`);
+      graphile.push(g);
+    };
+    if (has('graphile')) await peer('before');
+
+    const guarded: GuardedResult[] = [];
+    let runsCreatedPerSec: number | undefined;
+    let producerPeakRssMb: number | null = null;
+    if (has('guarded')) {
+      // The producer: the real DispatchService in an API-role app inside this process.
+      app = await createApp(config);
+      await app.init();
+      const ds = app.get(DataSource);
+      const dispatcher = app.get(DispatchService);
+      const runs = app.get(RunsService);
+      const projects = app.get(ProjectsService);
+      // Enough projects that the per-project row lock of the claim is not the whole story, and a
+      // cap (max_concurrent_runs) that never binds: the bench measures the guards, not the cap.
+      const projectIds: string[] = [];
+      for (let i = 0; i < 32; i++) {
+        projectIds.push((await projects.create({ name: `bench-${i}`, maxConcurrentRuns: concurrency * 2 })).id);
+      }
+      const create = (projectId: string, requirement: string) => runs.create({ projectId, requirement });
+      runsCreatedPerSec = 0;
+      for (const workers of [1, 2]) {
+        const batch = await createRuns(create, projectIds, runsPerPhase, producers);
+        runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
+        log(
+          `guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`,
+        );
+        const g = await measureGuarded(
+          {
+            ds,
+            dispatcher,
+            databaseUrl,
+            redisUrl: base.redisUrl,
+            workerEnv: { ...appEnv, APP_ROLE: 'worker' },
+            // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
+            workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+            producerConcurrency: producers,
+          },
+          batch.ids,
+          workers,
+        );
+        log(`  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`);
+        guarded.push(g);
+      }
+      producerPeakRssMb = peakRssMb(process.pid);
+      await app.close();
+      app = undefined;
+    }
+    if (has('graphile')) await peer('after');
+
+    let locks: LockBenchResult | undefined;
+    if (has('locks')) {
+      log(`locks vs raw SET NX + DEL, ${64} in flight`);
+      locks = await measureLocks(base.redisUrl, tag, 64);
+      log(`  ratio ${locks.lockRatio.toFixed(2)}`);
     }
 
-    log(`locks vs raw SET NX + DEL, ${64} in flight`);
-    const locks = await measureLocks(base.redisUrl, tag, 64);
-    log(`  ratio ${locks.lockRatio.toFixed(2)}`);
+    let fullPath: FullPathResult | undefined;
+    let bareFork: BareBullResult | undefined;
+    if (has('fullpath')) {
+      log(`bare Bull forking sh -c true: ${fullRuns} jobs, concurrency ${concurrency}`);
+      bareFork = await measureBareBull(config, fullRuns, producers, true);
+      log(`  ${bareFork.jobsPerSec.toFixed(0)} jobs/s`);
+      log(`full path: ${fullRuns} runs created + dispatched over HTTP, one worker forking sh -c true`);
+      fullPath = await measureFullPath(appEnv, API_KEY, fullRuns, producers);
+      log(`  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`);
+    }
 
-    const producerPeakRssMb = peakRssMb(process.pid);
-    await app.close();
-    app = undefined;
-
-    log('webhook intake');
-    const intake = await runIntakeBench(appEnv);
-    process.stderr.write(`${formatIntake(intake)}\n`);
+    let intake: IntakeResult | undefined;
+    if (has('intake')) {
+      log('webhook intake (closed loop, c=64)');
+      intake = await runIntakeBench(appEnv);
+      process.stderr.write(`${formatIntake(intake)}\n`);
+    }
+    // After the closed loop: that one checks one task per body it sent, in a database without tasks.
+    let openLoop: OpenLoopResult | undefined;
+    if (has('openloop')) {
+      log(`webhook intake, open loop: ${openRate} deliveries/s offered for ${openSeconds} s`);
+      openLoop = await runOpenLoopIntake(appEnv, openRate, openSeconds);
+      log(
+        `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors}`,
+      );
+    }
 
     const report = buildReport({
       host,
+      phases,
       loadBefore,
       loadAfter: load(),
       totalSeconds: (Date.now() - started) / 1000,
       concurrency,
       producers,
       bare,
+      bareFork,
+      graphile,
       guarded,
       runsCreatedPerSec,
+      fullPath,
       locks,
       intake,
+      openLoop,
       producerPeakRssMb,
+      sizes: { runsPerPhase, graphileJobs, bareJobs, fullRuns, producers, openRate, openSeconds },
     });
     const dir = resolve(__dirname, '../../bench/results');
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(join(dir, 'latest.svg'), renderChart(report));
     printTable(report);
     // Exactly one of each pair of dispatches accepted, every run SUCCESS once with one outbox row.
     const broken =
       report.duplicatesExecuted > 0 ||
       guarded.some((g) => g.notSucceeded > 0 || g.outboxMismatches > 0 || g.dispatchAccepted !== g.runs) ||
-      intake.mismatch;
+      (fullPath !== undefined && fullPath.notSucceeded > 0) ||
+      intake?.mismatch;
     if (broken) {
       process.exitCode = 1;
-      process.stderr.write(`GUARANTEE VIOLATED: see latest.json (${intake.mismatch ?? 'runs'})\n`);
+      process.stderr.write(`GUARANTEE VIOLATED: see latest.json (${intake?.mismatch ?? 'runs'})\n`);
     }
   } finally {
     await app?.close().catch(() => undefined);

@@ -1,131 +1,172 @@
-/** The shape of bench/results/latest.json, the targets of issue 6, and the printed table. */
+/** The shape of bench/results/latest.json, the targets of the speed issue, and the printed table. */
 import type { BareBullResult } from './bare-bull';
+import type { FullPathResult } from './full-path';
+import type { GraphileResult } from './graphile-worker';
 import type { GuardedResult } from './guarded-runs';
 import type { LockBenchResult } from './lock-bench';
+import type { OpenLoopResult } from './open-loop-intake';
 import type { Machine } from './support';
 import type { IntakeResult } from './webhook-intake';
 
+/** Every phase is optional (BENCH_PHASES): a figure whose phases did not run is null, its target "not measured". */
 export interface BenchInputs {
   host: Machine;
+  phases: string[];
   loadBefore: string;
   loadAfter: string;
   totalSeconds: number;
   concurrency: number;
   producers: number;
-  bare: BareBullResult;
+  bare?: BareBullResult;
+  bareFork?: BareBullResult;
+  /** graphile-worker before and after the guarded phase (the sandwich). */
+  graphile: GraphileResult[];
   guarded: GuardedResult[];
-  runsCreatedPerSec: number;
-  locks: LockBenchResult;
-  intake: IntakeResult;
+  runsCreatedPerSec?: number;
+  fullPath?: FullPathResult;
+  locks?: LockBenchResult;
+  intake?: IntakeResult;
+  openLoop?: OpenLoopResult;
   producerPeakRssMb: number | null;
+  /** The phase sizes this run used (the BENCH_* knobs): a small run is a correctness check, not a figure. */
+  sizes: Record<string, number>;
 }
 
 interface Target {
   name: string;
-  value: number;
+  label: string;
+  value: number | null;
   goal: string;
-  met: boolean;
+  /** null: not measured in this run. */
+  met: boolean | null;
 }
 
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
-const roundOrNull = (n: number | null, digits = 0) => (n === null ? null : round(n, digits));
+const r = (n: number | null | undefined, digits = 0) => (n === null || n === undefined || !Number.isFinite(n) ? null : round(n, digits));
+const div = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? null : a / b);
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined);
+
+function target(name: string, label: string, value: number | null, op: '>=' | '<=' | '=', goal: number, digits = 2): Target {
+  const met = value === null ? null : op === '>=' ? value >= goal : op === '<=' ? value <= goal : value === goal;
+  return { name, label, value: r(value, digits), goal: `${op} ${goal}`, met };
+}
 
 export function buildReport(i: BenchInputs) {
   const [one, two] = i.guarded;
-  const guardRatio = one.runsPerSec / i.bare.jobsPerSec;
-  const appRss = [...i.guarded.flatMap((g) => g.workerPeakRssMb), i.intake.serverPeakRssMb].filter((x): x is number => x !== null);
+  const graphileMean = mean(i.graphile.map((g) => g.jobsPerSec));
+  const cpu = one
+    ? { worker: one.workerCpuMsPerRun, producer: one.producerCpuMsPerRun, postgres: one.postgresCpuMsPerRun, redis: one.redisCpuMsPerRun }
+    : null;
+  const cpuTotal = cpu && !Object.values(cpu).includes(null) ? Object.values(cpu).reduce((a, b) => a! + b!, 0)! : null;
+  const appRss = [...i.guarded.flatMap((g) => g.workerPeakRssMb), i.intake?.serverPeakRssMb ?? null, i.openLoop?.serverPeakRssMb ?? null].filter(
+    (x): x is number => x !== null,
+  );
   const peakRssMb = appRss.length ? Math.max(...appRss) : null;
-  const duplicatesExecuted = i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0);
+  const duplicatesExecuted = i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0) + (i.fullPath?.duplicatesExecuted ?? 0);
+  const guarded = i.guarded.length > 0;
   const targets: Target[] = [
-    { name: 'guardRatio', value: round(guardRatio, 2), goal: '>= 0.5', met: guardRatio >= 0.5 },
-    { name: 'guardedRunsPerSec', value: round(one.runsPerSec), goal: '>= 1000', met: one.runsPerSec >= 1000 },
-    { name: 'intakeDeliveriesPerSec', value: round(i.intake.deliveriesPerSec), goal: '>= 2000', met: i.intake.deliveriesPerSec >= 2000 },
-    { name: 'intakeP99Ms', value: round(i.intake.all.p99Ms, 1), goal: '<= 25', met: i.intake.all.p99Ms <= 25 },
-    { name: 'lockRatio', value: round(i.locks.lockRatio, 2), goal: '>= 0.8', met: i.locks.lockRatio >= 0.8 },
-    { name: 'peakRssMb', value: peakRssMb ?? NaN, goal: '<= 250', met: peakRssMb !== null && peakRssMb <= 250 },
-    { name: 'duplicatesExecuted', value: duplicatesExecuted, goal: '= 0', met: duplicatesExecuted === 0 },
+    target('graphileRatio', 'guarded runs/s ÷ graphile-worker jobs/s', div(one?.runsPerSec, graphileMean), '>=', 3),
+    target('guardRatio', 'guarded runs/s ÷ bare Bull no-op jobs/s', div(one?.runsPerSec, i.bare?.jobsPerSec), '>=', 0.25),
+    target('cpuMsPerRun', 'CPU ms per guarded run, all processes', cpuTotal, '<=', 1.0),
+    target('twoWorkerSpeedup', 'two worker processes ÷ one', div(two?.runsPerSec, one?.runsPerSec), '>=', 1.0),
+    target('fullPathRatio', 'full path (fork sh -c true) ÷ bare Bull forking', div(i.fullPath?.runsPerSec, i.bareFork?.jobsPerSec), '>=', 0.5),
+    target(
+      'intakeCeilingRatio',
+      'intake ÷ trivial-route ceiling (c=64, 80 % dup)',
+      div(i.intake?.deliveriesPerSec, i.intake?.httpCeilingPerSec),
+      '>=',
+      0.6,
+    ),
+    target('openLoopP99Ms', `intake p99 ms at an offered ${i.openLoop?.offeredPerSec ?? 500}/s (open loop)`, i.openLoop?.p99Ms ?? null, '<=', 25, 1),
+    target('lockRatio', 'lock acquire+release ÷ raw SET NX + DEL', i.locks?.lockRatio ?? null, '>=', 0.8),
+    target('peakRssMb', 'peak RSS of any app process (MB)', peakRssMb, '<=', 200, 0),
+    target('duplicatesExecuted', 'duplicates executed (onceflow)', guarded || i.fullPath ? duplicatesExecuted : null, '=', 0, 0),
   ];
   return {
     date: new Date().toISOString(),
     machine: { ...i.host, loadAverageBefore: i.loadBefore, loadAverageAfter: i.loadAfter },
-    executor: 'noop (in-process, RUN_EXECUTOR=noop: no /bin/sh fork/exec)',
+    phases: i.phases,
+    sizes: i.sizes,
+    executor: 'guarded phases: noop (RUN_EXECUTOR=noop); full path: shell, ORCHESTRATOR_COMMAND=true',
     workerConcurrency: i.concurrency,
     dispatchesInFlight: i.producers,
-    bareBullJobsPerSec: round(i.bare.jobsPerSec),
-    guardedRunsPerSec: round(one.runsPerSec),
-    guardRatio: round(guardRatio, 3),
-    guardedRunsPerSecOneWorker: round(one.runsPerSec),
-    guardedRunsPerSecTwoWorkers: round(two.runsPerSec),
-    twoWorkerSpeedup: round(two.runsPerSec / one.runsPerSec, 2),
-    runsCreatedPerSec: round(i.runsCreatedPerSec),
+    bareBullJobsPerSec: r(i.bare?.jobsPerSec),
+    bareBullForkJobsPerSec: r(i.bareFork?.jobsPerSec),
+    graphileJobsPerSec: i.graphile.map((g) => round(g.jobsPerSec)),
+    graphileJobsPerSecMean: r(graphileMean),
+    graphileDuplicatesExecuted: i.graphile.map((g) => g.duplicatesExecuted),
+    graphileDuplicateShare: i.graphile.map((g) => round(g.duplicatesExecuted / g.jobs, 4)),
+    guardedRunsPerSecOneWorker: r(one?.runsPerSec),
+    guardedRunsPerSecTwoWorkers: r(two?.runsPerSec),
+    runsCreatedPerSec: r(i.runsCreatedPerSec),
+    fullPathRunsPerSec: r(i.fullPath?.runsPerSec),
     // CPU per run, steadier than rates on a shared machine: where a run's cost goes.
-    cpuMsPerGuardedRun: {
-      worker: roundOrNull(one.workerCpuMsPerRun, 3),
-      producer: round(one.producerCpuMsPerRun, 3),
-      postgres: roundOrNull(one.postgresCpuMsPerRun, 3),
-      redis: round(one.redisCpuMsPerRun, 3),
+    cpuMsPerGuardedRun: cpu && {
+      worker: r(cpu.worker, 3),
+      producer: r(cpu.producer, 3),
+      postgres: r(cpu.postgres, 3),
+      redis: r(cpu.redis, 3),
+      total: r(cpuTotal, 3),
     },
-    cpuMsPerBareJob: {
-      worker: roundOrNull(i.bare.workerCpuMsPerJob, 3),
-      producer: round(i.bare.producerCpuMsPerJob, 3),
-      redis: round(i.bare.redisCpuMsPerJob, 3),
+    cpuMsPerBareJob: i.bare && {
+      worker: r(i.bare.workerCpuMsPerJob, 3),
+      producer: r(i.bare.producerCpuMsPerJob, 3),
+      redis: r(i.bare.redisCpuMsPerJob, 3),
     },
     duplicatesExecuted,
-    intakeDeliveriesPerSec: round(i.intake.deliveriesPerSec),
-    intakeP50Ms: round(i.intake.all.p50Ms, 2),
-    intakeP99Ms: round(i.intake.all.p99Ms, 2),
-    intakeHttpCeilingPerSec: round(i.intake.httpCeilingPerSec),
-    lockOpsPerSec: round(i.locks.lockOpsPerSec),
-    rawRedisOpsPerSec: round(i.locks.rawRedisOpsPerSec),
-    lockRatio: round(i.locks.lockRatio, 3),
+    intakeDeliveriesPerSec: r(i.intake?.deliveriesPerSec),
+    intakeP50Ms: r(i.intake?.all.p50Ms, 2),
+    intakeP99Ms: r(i.intake?.all.p99Ms, 2),
+    intakeHttpCeilingPerSec: r(i.intake?.httpCeilingPerSec),
+    openLoop: i.openLoop ?? null,
+    lockOpsPerSec: r(i.locks?.lockOpsPerSec),
+    rawRedisOpsPerSec: r(i.locks?.rawRedisOpsPerSec),
     peakRssMb,
     benchProcessPeakRssMb: i.producerPeakRssMb,
     totalSeconds: round(i.totalSeconds, 1),
     targets,
-    details: { bareBull: i.bare, guarded: i.guarded, locks: i.locks, intake: i.intake },
+    details: {
+      bareBull: i.bare,
+      bareBullFork: i.bareFork,
+      graphile: i.graphile,
+      guarded: i.guarded,
+      fullPath: i.fullPath,
+      locks: i.locks,
+      intake: i.intake,
+    },
   };
 }
 
 export type BenchReport = ReturnType<typeof buildReport>;
 
-function cpuLine(parts: Record<string, number | null>): string {
-  const v = Object.values(parts);
-  return v.includes(null) ? '?' : `${v.map((x) => x!.toFixed(2)).join('+')}`;
-}
+const show = (v: number | null | undefined, digits = 0) => (v === null || v === undefined ? '—' : v.toFixed(digits));
 
-export function printTable(r: BenchReport): void {
-  const targets = new Map(r.targets.map((t) => [t.name, t]));
-  // [label, value, name of the target it is checked against]
-  const rows: Array<[string, string, string?]> = [
-    ['bare Bull no-op jobs/s', r.bareBullJobsPerSec.toFixed(0)],
-    ['guarded runs/s (1 worker process)', r.guardedRunsPerSecOneWorker.toFixed(0), 'guardedRunsPerSec'],
-    ['guarded runs/s (2 worker processes)', r.guardedRunsPerSecTwoWorkers.toFixed(0)],
-    ['guard ratio (guarded / bare)', r.guardRatio.toFixed(2), 'guardRatio'],
-    ['  CPU ms/run (worker+producer+pg+redis)', cpuLine(r.cpuMsPerGuardedRun)],
-    ['  CPU ms/bare job (worker+producer+redis)', cpuLine(r.cpuMsPerBareJob)],
-    ['duplicates executed', String(r.duplicatesExecuted), 'duplicatesExecuted'],
-    ['intake deliveries/s (c=64, 80 % dup)', r.intakeDeliveriesPerSec.toFixed(0), 'intakeDeliveriesPerSec'],
-    ['intake p50 / p99 ms', `${r.intakeP50Ms.toFixed(1)} / ${r.intakeP99Ms.toFixed(1)}`, 'intakeP99Ms'],
-    ['  HTTP ceiling (GET /health/live, c=64)', r.intakeHttpCeilingPerSec.toFixed(0)],
-    ['lock acquire+release ops/s', r.lockOpsPerSec.toFixed(0)],
-    ['raw SET NX + DEL ops/s', r.rawRedisOpsPerSec.toFixed(0)],
-    ['lock ratio', r.lockRatio.toFixed(2), 'lockRatio'],
-    ['peak RSS of an app process (MB)', String(r.peakRssMb ?? '?'), 'peakRssMb'],
-  ];
-  const w = [42, 20, 10];
-  const cells = (label: string, value: string, key?: string): string => {
-    const t = key ? targets.get(key) : undefined;
-    return `${label.padEnd(w[0])} ${value.padStart(w[1])}  ${(t?.goal ?? '').padEnd(w[2])} ${t ? (t.met ? 'met' : 'MISSED') : ''}`.trimEnd();
-  };
+export function printTable(rep: BenchReport): void {
+  const w = [50, 12, 8];
+  const line = (a: string, b: string, c = '', d = '') => `${a.padEnd(w[0])} ${b.padStart(w[1])}  ${c.padEnd(w[2])} ${d}`.trimEnd();
+  const status = (t: Target) => (t.met === null ? 'not measured' : t.met ? 'met' : 'MISSED');
+  const cpu = rep.cpuMsPerGuardedRun;
   const out = [
-    `onceflow bench, ${r.date}: ${r.machine.cpuModel}, ${r.machine.cores} cores, ${r.machine.memoryGb} GB, Node ${r.machine.node}`,
-    `Postgres ${r.machine.postgres}, Redis ${r.machine.redis}; executor ${r.executor}; worker concurrency ${r.workerConcurrency}`,
-    `load average before ${r.machine.loadAverageBefore}, after ${r.machine.loadAverageAfter}; took ${r.totalSeconds} s`,
+    `onceflow bench, ${rep.date}: ${rep.machine.cpuModel}, ${rep.machine.cores} cores, ${rep.machine.memoryGb} GB, Node ${rep.machine.node}`,
+    `Postgres ${rep.machine.postgres}, Redis ${rep.machine.redis}; worker concurrency ${rep.workerConcurrency}; phases ${rep.phases.join(',')}`,
+    `load average before ${rep.machine.loadAverageBefore}, after ${rep.machine.loadAverageAfter}; took ${rep.totalSeconds} s`,
     '',
-    `${'measure'.padEnd(w[0])} ${'value'.padStart(w[1])}  ${'target'.padEnd(w[2])} status`,
-    ...rows.map(([label, value, key]) => cells(label, value, key)),
+    line('figure', 'value', 'target', 'met?'),
+    ...rep.targets.map((t) => line(t.label, show(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2), t.goal, status(t))),
     '',
-    'written to bench/results/latest.json',
+    line('bare Bull no-op jobs/s', show(rep.bareBullJobsPerSec)),
+    line('graphile-worker jobs/s (before / after)', rep.graphileJobsPerSec.map((x) => x.toFixed(0)).join(' / ') || '—'),
+    line('  its duplicates executed twice (before / after)', rep.graphileDuplicatesExecuted.join(' / ') || '—'),
+    line('guarded runs/s (1 / 2 worker processes)', `${show(rep.guardedRunsPerSecOneWorker)} / ${show(rep.guardedRunsPerSecTwoWorkers)}`),
+    line(
+      '  CPU ms/run worker+producer+pg+redis',
+      cpu ? `${[cpu.worker, cpu.producer, cpu.postgres, cpu.redis].map((x) => show(x, 2)).join('+')}` : '—',
+    ),
+    line('full path runs/s / bare Bull forking jobs/s', `${show(rep.fullPathRunsPerSec)} / ${show(rep.bareBullForkJobsPerSec)}`),
+    line('intake deliveries/s / HTTP ceiling (c=64)', `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`),
+    line('open-loop intake p50 / p99 ms', rep.openLoop ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)}` : '—'),
+    '',
+    'written to bench/results/latest.json and bench/results/latest.svg',
   ];
   process.stdout.write(`${out.join('\n')}\n`);
 }

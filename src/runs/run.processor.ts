@@ -71,7 +71,9 @@ export class RunProcessor implements OnModuleInit {
     // The command's watchdog is fed on every beat that renewed the run lock (checks run only
     // after a successful extend); registered first, so a failing Postgres check cannot starve it.
     let ping: (() => void) | undefined;
+    let renewedAt = Date.now();
     lease.onBeat(async () => {
+      renewedAt = Date.now();
       ping?.();
       return true;
     });
@@ -107,6 +109,7 @@ export class RunProcessor implements OnModuleInit {
           idempotencyKey: `onceflow-run-${runId}`,
           timeoutMs: this.config.runTimeoutMs,
           watchdogMs: Math.floor(this.config.runLockTtlMs * 0.8),
+          watchdogFrom: () => renewedAt,
           keepAlive: (p) => (ping = p),
           runApi: access?.runApi,
         },

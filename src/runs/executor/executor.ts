@@ -13,6 +13,8 @@ export interface ExecutionRequest {
   timeoutMs: number;
   /** The command's group is killed when no keep-alive came for this long (a frozen worker). */
   watchdogMs?: number;
+  /** When the lease was last renewed (ms since the epoch): the first deadline counts from it. */
+  watchdogFrom?: () => number;
   /** Hands the caller the keep-alive to call on every heartbeat that renewed the lease. */
   keepAlive?: (ping: () => void) => void;
   /** The worker's API for this attempt (steps, values, LLM proxy): variables and the CLI's directory. */

@@ -1,8 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CommandWatchdog } from './command-watchdog';
 import { commandBaseEnv } from './command-env';
 import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, RunExecutor } from './executor';
 import { OutputTail } from './output-tail';
@@ -10,18 +10,19 @@ import type { RunIdentity } from './run-identity';
 import { ensureWorkspace } from './workspace-guard';
 
 /**
- * The command runs in its own process group next to a tiny watchdog that reads fd 3, a socket only
- * this worker holds the other end of. When the worker dies (kill -9, OOM) the kernel closes that
- * end, the watchdog reads EOF and kills the whole group: the attempt cannot finish behind the next
- * attempt's back. The worker also writes a keep-alive byte on every heartbeat that renewed the run
- * lock; when none comes for `watchdogMs` (0.8 × the lock TTL: the worker is frozen — SIGSTOP, a
- * stalled VM — and its lock is about to lapse) the watchdog kills the group before another worker
- * can start the run. (dash forks the last command of `sh -c`, so a parent-death
- * signal on the shell alone would not reach the command.) The configured command is passed as $1
- * and the run's data only as environment variables: a requirement is never shell code.
+ * The command runs in its own process group (its pgid is its pid), guarded by the worker's one
+ * watchdog process (command-watchdog.ts): killed when the worker dies (kill -9, OOM) or stops
+ * sending keep-alives for `watchdogMs` (0.8 × the lock TTL: the worker is frozen and its lock is
+ * about to lapse), so an attempt cannot finish behind the next attempt's back. The group is forked
+ * behind a gate: the shell first waits for one line on stdin, and the worker writes it only after
+ * the watchdog's pipe holds the group's pgid. A worker that dies before that closes the gate's pipe
+ * instead: `read` sees EOF and the shell exits without running anything; a worker that dies after
+ * it leaves the announcement in the pipe, and the watchdog reads it before the EOF. The shell then
+ * execs the command (no extra process). The configured command is passed as $1 and the run's data
+ * only as environment variables: a requirement is never shell code.
  */
-const WRAPPER = `(while b=$(timeout --foreground "$2" head -c 1 <&3 2>/dev/null) && [ -n "$b" ]; do :; done; kill -KILL 0) </dev/null >/dev/null 2>&1 &
-exec 3<&-
+const GATE = `IFS= read -r go && [ "$go" = go ] || exit 125
+exec </dev/null
 exec /bin/sh -c "$1"`;
 
 /** RUN_REQUIREMENT is set only up to this size (Linux caps one variable at 128 KiB; the file always has it). */
@@ -36,6 +37,8 @@ interface Prepared {
 export class ShellExecutor implements RunExecutor {
   readonly kind = 'shell';
   readonly usesRunApi = true;
+  /** One per worker process: the executor is a singleton of the worker's module. */
+  readonly watchdog = new CommandWatchdog();
 
   constructor(
     private readonly command: string,
@@ -90,68 +93,68 @@ export class ShellExecutor implements RunExecutor {
 
   private async run(req: ExecutionRequest, signal: AbortSignal, prepared: Prepared, started: number): Promise<ExecutionResult> {
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
-    const watchdogSecs = ((req.watchdogMs ?? 365 * 24 * 3600 * 1000) / 1000).toFixed(3);
+    const watchdogMs = req.watchdogMs ?? 365 * 24 * 3600 * 1000;
     let child: ChildProcess;
     try {
-      child = spawn('/bin/sh', ['-c', WRAPPER, 'onceflow-run', this.command, watchdogSecs], {
+      child = spawn('/bin/sh', ['-c', GATE, 'onceflow-run', this.command], {
         cwd: req.workspace,
         env: prepared.env,
         detached: true,
-        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        stdio: ['pipe', 'pipe', 'pipe'],
         ...(this.identity.kind === 'user' ? { uid: this.identity.uid, gid: this.identity.gid } : {}),
       });
     } catch (err) {
       // E2BIG (a variable over the kernel's limit), EPERM, …: thrown before any process exists.
       return notStarted(started, (err as Error).message);
     }
-    const lifeline = child.stdio[3] as Socket | null;
-    // A keep-alive written after the watchdog died (it killed the group) fails with EPIPE or
-    // ECONNRESET. Harmless: the command's exit decides the outcome; unhandled, it would crash the worker.
-    lifeline?.on('error', () => undefined);
-    // Each byte on the lifeline is a keep-alive: a worker that stops sending (frozen) loses its command.
-    const ping = () => {
-      if (lifeline && !lifeline.destroyed) lifeline.write('k');
-    };
-    ping();
-    req.keepAlive?.(ping);
+    const exited = new Promise<{ code: number | null; sig: string | null; startError?: string }>((resolve) => {
+      child.once('error', (err) => resolve({ code: null, sig: null, startError: err.message }));
+      child.once('exit', (c, s) => resolve({ code: c, sig: s }));
+    });
+    child.stdin?.on('error', () => undefined);
     child.stdout?.on('data', (c: Buffer) => tail.push(c));
     child.stderr?.on('data', (c: Buffer) => tail.push(c));
+    const pgid = child.pid;
+    if (pgid === undefined) return notStarted(started, (await exited).startError ?? 'no pid', tail.toString());
+
+    // The first deadline counts from the lease's last renewal, not from now: the claim took some of it.
+    const firstMs = req.watchdogFrom ? Math.max(0, req.watchdogFrom() + watchdogMs - Date.now()) : watchdogMs;
+    try {
+      await this.watchdog.watch(pgid, firstMs);
+    } catch (err) {
+      // No watchdog to guard it: the command must not run. The gate is still shut.
+      killGroup(pgid);
+      this.watchdog.release(pgid);
+      await exited;
+      return notStarted(started, `no watchdog: ${(err as Error).message}`, tail.toString());
+    }
+    child.stdin?.end('go\n');
+    // Each renewed heartbeat moves the group's deadline: a worker that stops renewing loses its command.
+    req.keepAlive?.(() => this.watchdog.keepAlive(pgid, watchdogMs));
 
     let timedOut = false;
     let aborted = signal.aborted;
-    const killGroup = () => {
-      if (child.pid) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {
-          /* already gone — or not ours to signal: closing the lifeline makes the watchdog do it */
-        }
-      }
-      lifeline?.destroy();
+    const stop = () => {
+      killGroup(pgid);
+      // Not ours to signal (another user, no CAP_KILL): the watchdog does it.
+      this.watchdog.release(pgid);
     };
     const onAbort = () => {
       aborted = true;
-      killGroup();
+      stop();
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    if (aborted) killGroup();
+    if (aborted) stop();
     const timer = setTimeout(() => {
       timedOut = true;
-      killGroup();
+      stop();
     }, req.timeoutMs);
 
-    let startError: string | undefined;
-    const { code, sig } = await new Promise<{ code: number | null; sig: string | null }>((resolve) => {
-      child.once('error', (err) => {
-        startError = err.message;
-        resolve({ code: null, sig: null });
-      });
-      child.once('exit', (c, s) => resolve({ code: c, sig: s }));
-    });
+    const { code, sig, startError } = await exited;
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
-    // Closing our end of the lifeline makes the watchdog clean up anything the command left behind.
-    lifeline?.destroy();
+    // Anything the command left behind in its group dies with the attempt.
+    this.watchdog.release(pgid);
     await waitForClose(child, 1000);
     if (startError !== undefined) return notStarted(started, startError, tail.toString());
     return {
@@ -161,8 +164,16 @@ export class ShellExecutor implements RunExecutor {
       timedOut,
       outputTail: tail.toString(),
       durationMs: Date.now() - started,
-      pid: child.pid,
+      pid: pgid,
     };
+  }
+}
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    /* already gone, or not ours to signal */
   }
 }
 

@@ -1,0 +1,108 @@
+/**
+ * The whole way with a real command: runs created and dispatched over HTTP (POST
+ * /api/projects/:id/runs with dispatch: true) against an API process, executed by one worker
+ * process (RUN_EXECUTOR=shell, ORCHESTRATOR_COMMAND=true: a forked `sh -c true` per run, guarded
+ * by the worker's watchdog) — HTTP → Postgres → Bull → lock → claim → fork → finalize with its
+ * outbox row. Compared with bare Bull whose processor forks the same `sh -c true` (bare-bull.ts
+ * with fork on), at the same concurrency. The clock stops at the last run's finished_at.
+ */
+import { Agent, request } from 'node:http';
+import { Client } from 'pg';
+import { cpuMs, pool, sleep, startApp } from './support';
+
+export interface FullPathResult {
+  runs: number;
+  seconds: number;
+  runsPerSec: number;
+  /** Runs not SUCCESS at the end, and runs that started more than one attempt. */
+  notSucceeded: number;
+  duplicatesExecuted: number;
+  cpuMsPerRun: { api: number | null; worker: number | null };
+}
+
+function call(agent: Agent, port: number, apiKey: string, path: string, body: object): Promise<{ status: number; json: { id?: string } }> {
+  const data = JSON.stringify(body);
+  return new Promise((res, rej) => {
+    const req = request(
+      {
+        agent,
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data), Authorization: `Bearer ${apiKey}` },
+      },
+      (r) => {
+        let text = '';
+        r.setEncoding('utf8');
+        r.on('data', (c: string) => (text += c));
+        r.on('end', () => res({ status: r.statusCode ?? 0, json: text ? JSON.parse(text) : {} }));
+      },
+    );
+    req.on('error', rej);
+    req.end(data);
+  });
+}
+
+export async function measureFullPath(env: Record<string, string>, apiKey: string, runs: number, producers: number): Promise<FullPathResult> {
+  const shellEnv = { ...env, RUN_EXECUTOR: 'shell', ORCHESTRATOR_COMMAND: 'true', RUN_AS_USER: 'same' };
+  const api = await startApp({ ...shellEnv, APP_ROLE: 'api' });
+  const worker = await startApp({ ...shellEnv, APP_ROLE: 'worker' }).catch(async (err: unknown) => {
+    await api.stop();
+    throw err;
+  });
+  const agent = new Agent({ keepAlive: true, maxSockets: producers });
+  const pg = new Client({ connectionString: env.DATABASE_URL });
+  try {
+    await pg.connect();
+    const projects: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const p = await call(agent, api.port, apiKey, '/api/projects', { name: `full-path-${i}`, maxConcurrentRuns: 1000 });
+      if (p.status !== 201 || !p.json.id) throw new Error(`full path: create project answered ${p.status}`);
+      projects.push(p.json.id);
+    }
+    const ids: string[] = [];
+    const api0 = cpuMs(api.child.pid);
+    const worker0 = cpuMs(worker.child.pid);
+    const t0 = Date.now();
+    await pool(runs, producers, async (i) => {
+      const r = await call(agent, api.port, apiKey, `/api/projects/${projects[i % projects.length]}/runs`, {
+        requirement: `full path ${i}`,
+        dispatch: true,
+      });
+      if (r.status !== 201 || !r.json.id) throw new Error(`full path: create run answered ${r.status}`);
+      ids.push(r.json.id);
+    });
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const { rows } = await pg.query(`SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status NOT IN ('SUCCESS', 'FAILED')`, [ids]);
+      if (rows[0].n === 0 || Date.now() > deadline) break;
+      await sleep(100);
+    }
+    const { rows } = await pg.query(
+      `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last,
+              count(*) FILTER (WHERE status <> 'SUCCESS')::int AS not_succeeded,
+              coalesce(sum(greatest(attempts - 1, 0)), 0)::int AS extra
+         FROM runs WHERE id = ANY($1)`,
+      [ids],
+    );
+    const seconds = (Number(rows[0].last) - t0) / 1000;
+    const api1 = cpuMs(api.child.pid);
+    const worker1 = cpuMs(worker.child.pid);
+    return {
+      runs,
+      seconds,
+      runsPerSec: runs / seconds,
+      notSucceeded: rows[0].not_succeeded,
+      duplicatesExecuted: rows[0].extra,
+      cpuMsPerRun: {
+        api: api0 === null || api1 === null ? null : (api1 - api0) / runs,
+        worker: worker0 === null || worker1 === null ? null : (worker1 - worker0) / runs,
+      },
+    };
+  } finally {
+    agent.destroy();
+    await pg.end().catch(() => undefined);
+    await Promise.all([api.stop(), worker.stop()]);
+  }
+}
