@@ -108,8 +108,14 @@ export const AREAS = {
       'src/notifications/notification-claims.repository.ts',
       'src/notifications/retry-backoff.ts',
     ],
-    tests: ['src/notifications/*.spec.ts', 'test/notifications-claims.e2e-spec.ts', 'test/notifications.e2e-spec.ts', 'test/outbox.e2e-spec.ts'],
-    staticTests: ['src/notifications/*.spec.ts', 'test/outbox.e2e-spec.ts', 'test/notifications-claims.e2e-spec.ts'],
+    tests: [
+      'src/notifications/*.spec.ts',
+      'test/notification-delivery.e2e-spec.ts',
+      'test/notifications-claims.e2e-spec.ts',
+      'test/notifications.e2e-spec.ts',
+      'test/outbox.e2e-spec.ts',
+    ],
+    staticTests: ['src/notifications/*.spec.ts', 'test/notification-delivery.e2e-spec.ts', 'test/outbox.e2e-spec.ts'],
   },
 };
 
