@@ -94,6 +94,7 @@ export const AREAS = {
       'src/runs/executor/*.spec.ts',
       'test/run-processor.e2e-spec.ts',
       'test/queue-reconcile.e2e-spec.ts',
+      'test/shell-executor.e2e-spec.ts',
       'test/reaper.e2e-spec.ts',
       'test/executor.e2e-spec.ts',
       'test/retries.e2e-spec.ts',
