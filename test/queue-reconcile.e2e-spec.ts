@@ -37,6 +37,8 @@ describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
   });
   afterEach(() => jest.restoreAllMocks());
   afterAll(async () => {
+    // Other files' reconcilers share the database: leave them no QUEUED run of ours to take up.
+    await db().query(`UPDATE runs SET status = 'CANCELLED' WHERE project_id = $1 AND status IN ('QUEUED', 'RETRYING')`, [project.id]);
     await t.close();
     await closeDb();
   });

@@ -34,6 +34,7 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
   let behaviour: Behaviour;
   let usesRunApi = false;
   const requests: ExecutionRequest[] = [];
+  const projects: string[] = [];
 
   beforeAll(async () => {
     stub = await SlackStub.start();
@@ -75,6 +76,14 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     usesRunApi = false;
   });
   afterAll(async () => {
+    // Other files' reapers and reconcilers share the database: leave them nothing to take up.
+    await db().query(
+      `UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = ANY($1) AND status IN ('QUEUED', 'RUNNING', 'RETRYING')`,
+      [projects],
+    );
+    await db().query(`DELETE FROM notification_logs WHERE status = 'PENDING' AND run_id IN (SELECT id FROM runs WHERE project_id = ANY($1))`, [
+      projects,
+    ]);
     await t.close();
     await stub.close();
     await closeDb();
@@ -87,6 +96,7 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
       name,
       workspace,
     ]);
+    projects.push(rows[0].id);
     const runId = await insertRun(rows[0].id, { status: 'QUEUED', attempts: state.attempts ?? 0, requirement: `requirement of ${name}` });
     return { runId, projectId: rows[0].id, workspace };
   }
