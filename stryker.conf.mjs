@@ -1,14 +1,15 @@
 // @ts-check
-// Mutation testing of the exactly-once core (issue 6 item 3). How to run and what the numbers mean:
-// docs/mutation.md. Every test runs against the real Postgres and Redis, as in `npm test`.
+// Mutation testing of the exactly-once core (issue 6 item 3, issue 11 item 4). How to run and
+// what the numbers mean: docs/mutation.md. Every test runs against the real Postgres and Redis,
+// as in `npm test`.
 
 import { existsSync, readFileSync } from 'node:fs';
 
 /**
- * The code whose guards must be pinned by tests (locks, claim, dispatch, webhook intake, outbox),
- * in four areas, each with the test files that are meant to pin it. A mutant runs only the tests
- * of its area that executed it (perTest), so a hot path such as the run transition does not drag
- * in every e2e file of the project. Test files that drive only compiled child processes
+ * The code whose guards must be pinned by tests (locks, claim, dispatch, webhook intake, outbox,
+ * worker, delivery), in six areas, each with the test files that are meant to pin it. A mutant
+ * runs only the tests of its area that executed it (perTest), so a hot path such as the run
+ * transition does not drag in every e2e file of the project. Test files that drive only compiled child processes
  * (worker-crash, notifications-crash, webhooks-logs, graceful-shutdown) are left out: a mutant
  * never reaches them. So is dispatch-storm (500 requests, 50 runs: minutes per mutant of the hot
  * path); run-dispatch pins the producer guard it exercises, deterministically. And so is
@@ -73,6 +74,49 @@ export const AREAS = {
     mutate: ['src/notifications/outbox.writer.ts', 'src/notifications/notification-claims.repository.ts'],
     tests: ['test/notifications-claims.e2e-spec.ts', 'test/notifications.e2e-spec.ts', 'test/outbox.e2e-spec.ts'],
     staticTests: ['test/outbox.e2e-spec.ts'],
+  },
+  // The run's path after the claim: the processor (beat checks, outcome → status), the executor
+  // (exit classification, the command's environment, workspace, output tail, abort and timeout)
+  // and the reconciler (reaper and queue re-enqueue). Only in-process tests: the command-isolation
+  // file's first block drives dist/ and sees no mutant; reconciler.e2e (a kill -9 of a dist/ worker,
+  // 20 runs through a Redis wipe: a minute per mutant) is left to queue-reconcile.e2e's direct calls.
+  worker: {
+    mutate: [
+      'src/runs/run-reconciler.ts',
+      'src/runs/run.processor.ts',
+      'src/runs/executor/executor.ts',
+      'src/runs/executor/shell-executor.ts',
+      'src/runs/executor/output-tail.ts',
+      'src/runs/executor/command-env.ts',
+      'src/runs/executor/workspace-guard.ts',
+    ],
+    tests: [
+      'src/runs/executor/*.spec.ts',
+      'test/run-processor.e2e-spec.ts',
+      'test/queue-reconcile.e2e-spec.ts',
+      'test/shell-executor.e2e-spec.ts',
+      'test/reaper.e2e-spec.ts',
+      'test/executor.e2e-spec.ts',
+      'test/retries.e2e-spec.ts',
+      'test/command-isolation.e2e-spec.ts',
+    ],
+    staticTests: ['src/runs/executor/*.spec.ts', 'test/run-processor.e2e-spec.ts', 'test/executor.e2e-spec.ts', 'test/reaper.e2e-spec.ts'],
+  },
+  // One delivery attempt of an outbox row (claim → POST under a heartbeat → record) and its backoff.
+  delivery: {
+    mutate: [
+      'src/notifications/notification-delivery.service.ts',
+      'src/notifications/notification-claims.repository.ts',
+      'src/notifications/retry-backoff.ts',
+    ],
+    tests: [
+      'src/notifications/*.spec.ts',
+      'test/notification-delivery.e2e-spec.ts',
+      'test/notifications-claims.e2e-spec.ts',
+      'test/notifications.e2e-spec.ts',
+      'test/outbox.e2e-spec.ts',
+    ],
+    staticTests: ['src/notifications/*.spec.ts', 'test/notification-delivery.e2e-spec.ts', 'test/outbox.e2e-spec.ts'],
   },
 };
 
@@ -173,11 +217,12 @@ export default {
   // Static-only mutants would each need every test file of the area: the first pass ignores
   // them, the static pass runs exactly those.
   ignoreStatic: !staticPass,
-  // Two cores, shared with other engineers' test runs: at most two jest workers.
-  concurrency: 2,
+  // Two cores, shared with other engineers' test runs: at most two jest workers
+  // (MUTATION_CONCURRENCY=1 when the machine is busy; MUTATION_TIMEOUT_MS for more headroom).
+  concurrency: Number(process.env.MUTATION_CONCURRENCY ?? 2),
   // Tests boot apps and wait on queues: a mutant may legitimately take the test's own time plus
   // a worker boot. A mutant that hangs a waitFor is cut off here and counted as Timeout (detected).
-  timeoutMS: 10_000,
+  timeoutMS: Number(process.env.MUTATION_TIMEOUT_MS ?? 10_000),
   timeoutFactor: 1.5,
   // Stryker's jest-runner cannot make jest bail; test/support/stryker-environment.js does it.
   disableBail: false,

@@ -4,6 +4,7 @@ import type { Queue } from 'bull';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { LockService } from '../src/locks/lock.service';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { runJobId, runLockKey } from '../src/queues/job-ids';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
@@ -40,6 +41,10 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
     queue = t.app.get(getQueueToken(RUNS_QUEUE));
     project = await insertProject(10);
   });
+  beforeEach(async () => {
+    // Stuck runs other files left in the shared database must not count in this file's answers.
+    await db().query(`UPDATE runs SET lease_expires_at = now() + interval '1 hour' WHERE status = 'RUNNING' AND project_id <> $1`, [project.id]);
+  });
   afterEach(async () => {
     jest.restoreAllMocks();
     // Nothing a test leaves RUNNING may be reaped by the next one.
@@ -72,7 +77,7 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
   it('takes back a run whose lease expired and whose lock is gone: RETRYING, re-enqueued under a new generation', async () => {
     const id = await stuckRun();
     const before = await runRow(id);
-    expect(await reaper.reapStuck()).toMatchObject({ retried: expect.any(Number) });
+    expect(await reaper.reapStuck()).toEqual({ retried: 1, failed: 0 });
     const row = await runRow(id);
     expect(row).toMatchObject({ status: 'RETRYING', lease_owner: null, lease_expires_at: null, last_error: 'worker lost (lease expired)' });
     expect(row.dispatch_generation).toBe(before.dispatch_generation + 1);
@@ -82,10 +87,15 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
 
   it('fails a stuck run whose attempts are spent, with its outbox row in the same write', async () => {
     const id = await stuckRun(-1000, MAX_ATTEMPTS);
-    await reaper.reapStuck();
+    const skipped = async () => (await t.app.get(MetricsService).notifications.get()).values.find((v) => v.labels.outcome === 'skipped')?.value ?? 0;
+    const skippedBefore = await skipped();
+    expect(await reaper.reapStuck()).toEqual({ retried: 0, failed: 1 });
     expect(await runRow(id)).toMatchObject({ status: 'FAILED', lease_owner: null });
     const { rows } = await db().query('SELECT event_type FROM notification_logs WHERE run_id = $1', [id]);
     expect(rows).toEqual([{ event_type: 'run.failed' }]);
+    expect((await reaperEvents(id)).map((e) => [e.to_status, e.reason])).toEqual([['FAILED', 'reaper: worker lost and attempts spent']]);
+    // No Slack URL here: the row is SKIPPED, and counted as such like any other outbox row.
+    expect(await skipped()).toBe(skippedBefore + 1);
   });
 
   it('condition 1, lease expired: leaves a run whose lease is still live, even with its lock gone', async () => {

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { prepareDatabase } from '../../src/database/prepare-database';
@@ -8,7 +11,8 @@ import { prepareDatabase } from '../../src/database/prepare-database';
  * mutant inside a long-lived worker, and kills a worker whose mutant hangs before globalTeardown
  * can drop its database. So the run id carries the worker's pid, and each setup first drops what
  * dead Stryker workers left behind (their database and their Redis keys). Otherwise the same as
- * global-setup.ts: one database and one Redis prefix per jest run, so workers never collide.
+ * global-setup.ts: one database, one Redis prefix and one readable copy of the test orchestrators
+ * per jest run, so workers never collide.
  */
 export default async function strykerGlobalSetup(): Promise<void> {
   // The bail flag of stryker-environment.js belongs to one jest run.
@@ -21,6 +25,15 @@ export default async function strykerGlobalSetup(): Promise<void> {
   process.env.ONCEFLOW_TEST_DATABASE_URL = `${base}/onceflow_test_${id}`;
   process.env.ONCEFLOW_TEST_REDIS_URL = redisUrl;
   await prepareDatabase(process.env.ONCEFLOW_TEST_DATABASE_URL);
+  // Run commands execute as an unprivileged user, and Stryker's sandbox is private to its owner
+  // (0700): the test orchestrators must come from a copy anyone may read, as in global-setup.ts.
+  const scripts = mkdtempSync(join(tmpdir(), 'onceflow-test-scripts-'));
+  for (const f of readdirSync(__dirname).filter((n) => /\.(sh|js)$/.test(n) && !n.startsWith('stryker'))) {
+    copyFileSync(join(__dirname, f), join(scripts, f));
+    chmodSync(join(scripts, f), 0o755);
+  }
+  chmodSync(scripts, 0o755);
+  process.env.ONCEFLOW_TEST_SCRIPTS = scripts;
 }
 
 function alive(pid: number): boolean {

@@ -3,11 +3,33 @@
 // slow ones. (Jest's default runs the slowest files first.)
 const Sequencer = require('@jest/test-sequencer').default;
 
-const SLOW = ['api.e2e', 'retries.e2e', 'finalize-db-drop', 'dispatch-storm', 'task-lock.e2e', 'webhooks-', 'notifications'];
+const SLOW = [
+  'api.e2e',
+  'retries.e2e',
+  'reconciler.e2e',
+  'command-isolation',
+  'finalize-db-drop',
+  'dispatch-storm',
+  'task-lock.e2e',
+  'webhooks-',
+  'notifications',
+];
 // MUTATION_NEW_TESTS=<substr>,... runs those files LAST: with the bail, a mutant's first killer is
 // then an older test whenever one kills it, so one run tells the score with and without them.
 const NEW = (process.env.MUTATION_NEW_TESTS ?? '').split(',').filter(Boolean);
-const rank = (path) => (NEW.some((s) => path.includes(s)) ? 3 : path.endsWith('.spec.ts') ? 0 : SLOW.some((s) => path.includes(s)) ? 2 : 1);
+// Files that call one service directly on prepared rows (one app boot, tests of milliseconds): after
+// the unit specs, before the e2e files that drive real commands through the queue.
+const DIRECT = ['run-processor.e2e', 'queue-reconcile.e2e', 'shell-executor.e2e', 'reaper.e2e', 'notification-delivery.e2e'];
+const rank = (path) =>
+  NEW.some((s) => path.includes(s))
+    ? 3
+    : path.endsWith('.spec.ts')
+      ? 0
+      : DIRECT.some((s) => path.includes(s))
+        ? 0.5
+        : SLOW.some((s) => path.includes(s))
+          ? 2
+          : 1;
 
 class StrykerSequencer extends Sequencer {
   sort(tests) {
