@@ -5,6 +5,7 @@ import { AdminModule } from './admin/admin.module';
 import { loggerParams } from './common/logging';
 import type { AppConfig } from './config/app-config';
 import { AppConfigModule } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
 import { dataSourceOptions } from './database/data-source-options';
 import { HealthModule } from './health/health.module';
 import { LocksModule } from './locks/locks.module';
@@ -29,6 +30,7 @@ export class AppModule {
         AppConfigModule.forRoot(config),
         LoggerModule.forRoot(loggerParams(config)),
         TypeOrmModule.forRoot({ ...dataSourceOptions(config.databaseUrl, Math.max(10, config.workerConcurrency * 2 + 5)) }),
+        DatabaseModule,
         MetricsModule,
         LocksModule,
         QueuesModule,

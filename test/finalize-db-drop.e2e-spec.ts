@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { RunFinalizer } from '../src/runs/run-finalizer';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { auth, closeDb, count, createProject, createRun, db, startApp, TestApp, waitFor, waitForStatus } from './support/app';
 import { tempDir, testEnv } from './support/env';
 

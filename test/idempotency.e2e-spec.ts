@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DomainError } from '../src/common/domain-error';
-import { IdempotencyService } from '../src/runs/idempotency.service';
+import { IdempotencyService } from '../src/runs/idempotency/idempotency.service';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 

@@ -11,7 +11,7 @@ import { NotificationSweeper } from '../src/notifications/notification-sweeper';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { notificationJobId } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
-import { RunFinalizer } from '../src/runs/run-finalizer';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
 import { auth, blockEventLoop, closeDb, createProject, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';

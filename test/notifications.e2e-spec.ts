@@ -7,7 +7,7 @@ import { POST_ABORT_GRACE_MS } from '../src/notifications/notification-delivery.
 import { NotificationKicker } from '../src/notifications/notification-kicker';
 import { notificationJobId, notificationLockKey } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
-import { RunFinalizer } from '../src/runs/run-finalizer';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
 import { auth, closeDb, createProject, createRun, db, startApp, TestApp, waitFor, waitForStatus } from './support/app';
 import { tempDir, testEnv, testRedisUrl } from './support/env';

@@ -1,3 +1,4 @@
+import { bindNamed, mergeValues } from '../src/database/named-params';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
@@ -93,14 +94,15 @@ describe('outbox writer and notification claims', () => {
     expect((await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n).toBe(0);
   });
 
-  it('cte(): the row as a CTE of the caller’s statement (parameters from firstParam), only when the source yields the run, once', async () => {
+  it('cte(): the row as a CTE of the caller’s statement (named values), only when the source yields the run, once', async () => {
     const runId = newRun();
     const finalize = async (writer: OutboxWriter, present: boolean, id = runId): Promise<string | null> => {
-      const cte = writer.cte({ eventType: 'run.failed', text: 'boom', blocks: [{ type: 'section' }] }, 'upd', 3);
-      const { rows } = await db().query(
-        `WITH upd AS (SELECT $1::uuid AS id WHERE $2::boolean), ${cte.sql} SELECT (SELECT id FROM outbox) AS notification_id`,
-        [id, present, ...cte.params],
+      const cte = writer.cte({ eventType: 'run.failed', text: 'boom', blocks: [{ type: 'section' }] }, 'upd');
+      const { text, values } = bindNamed(
+        `WITH upd AS (SELECT :id::uuid AS id WHERE :present::boolean), ${cte.text} SELECT (SELECT id FROM outbox) AS notification_id`,
+        mergeValues({ id, present }, cte.values),
       );
+      const { rows } = await db().query(text, values);
       return rows[0].notification_id;
     };
     const count = async (id: string) => (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;

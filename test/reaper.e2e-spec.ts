@@ -7,8 +7,9 @@ import { LockService } from '../src/locks/lock.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { runJobId, runLockKey } from '../src/queues/job-ids';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
-import { RunClaimService } from '../src/runs/run-claim.service';
-import { RunReconciler } from '../src/runs/run-reconciler';
+import { RunClaimService } from '../src/runs/worker/run-claim.service';
+import { RunReaper } from '../src/runs/worker/run-reaper';
+import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -21,10 +22,10 @@ import { insertProject, insertRun, runEvents, runRow } from './support/run-rows'
  * deterministically: the test runs a competing write (a renewal, a newer attempt, a real claim)
  * between the reaper's look and its write, by stepping in front of its transition.
  */
-describe('the reaper (RunReconciler.reapStuck)', () => {
+describe('the reaper (RunReaper.reapStuck)', () => {
   const countFile = join(tempDir('reaper'), 'executions.log');
   let t: TestApp;
-  let reaper: RunReconciler;
+  let reaper: RunReaper;
   let transitions: RunTransitionsRepository;
   let locks: LockService;
   let queue: Queue;
@@ -34,7 +35,7 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
   beforeAll(async () => {
     // The api role: no processor consumes the jobs the reaper enqueues, and no scheduler runs it on its own.
     t = await startApp(testEnv('reaper', countFile, { APP_ROLE: 'api', RUN_MAX_ATTEMPTS: String(MAX_ATTEMPTS) }));
-    reaper = t.app.get(RunReconciler);
+    reaper = t.app.get(RunReaper);
     transitions = t.app.get(RunTransitionsRepository);
     locks = t.app.get(LOCK_SERVICE);
     queue = t.app.get(getQueueToken(RUNS_QUEUE));
@@ -139,7 +140,7 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
 
   it('races a real claim: a worker that takes the run between the reaper’s look and its write keeps it', async () => {
     const id = await stuckRun();
-    const claims = new RunClaimService(t.app.get<DataSource>(getDataSourceToken()), transitions, t.config);
+    const claims = new RunClaimService(t.app.get(RunWorkerRepository), t.config);
     let claimed: { owner: string; token: number } | undefined;
     betweenLookAndWrite(id, async () => {
       // What a worker does: take the run's lock, then claim it in Postgres.

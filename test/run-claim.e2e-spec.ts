@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { RunClaimService } from '../src/runs/run-claim.service';
+import { RunClaimService } from '../src/runs/worker/run-claim.service';
 import { closeDb, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';

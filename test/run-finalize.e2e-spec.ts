@@ -2,7 +2,8 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { join } from 'node:path';
 import type { PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
-import { FinalizeRequest, RunFinalizer, renderText } from '../src/runs/run-finalizer';
+import { FinalizeRequest, RunFinalizer } from '../src/runs/worker/run-finalizer';
+import { renderText } from '../src/runs/worker/run-message';
 import { RunStatus } from '../src/runs/run-status';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { IllegalTransitionError } from '../src/runs/run-state-machine';
@@ -119,7 +120,14 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     await expect(transitions.transition(id, { to: RunStatus.SUCCESS, from: [RunStatus.QUEUED] })).rejects.toThrow(IllegalTransitionError);
     expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.PENDING] })).toBeNull();
     expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], fencingToken: '2' })).toBeNull();
-    expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], where: 'r.attempts > $7', params: [0] })).toBeNull();
+    expect(
+      await transitions.transition(id, {
+        to: RunStatus.CANCELLED,
+        from: [RunStatus.QUEUED],
+        where: 'r.attempts > :minAttempts',
+        values: { minAttempts: 0 },
+      }),
+    ).toBeNull();
     const ds = t.app.get<DataSource>(getDataSourceToken());
     await expect(
       ds.transaction(async (em) => {
@@ -133,9 +141,9 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
       to: RunStatus.CANCELLED,
       from: [RunStatus.PENDING, RunStatus.QUEUED],
       fencingToken: '3',
-      where: 'r.attempts = $7',
-      params: [0, 'why'],
-      set: ['last_error = $8'],
+      where: 'r.attempts = :attempts',
+      values: { attempts: 0, lastError: 'why' },
+      set: ['last_error = :lastError'],
       workerId: 'w-t',
       reason: 'test',
     });

@@ -11,6 +11,8 @@ export interface AppConfig {
   port: number;
   databaseUrl: string;
   redisUrl: string;
+  /** Prepare the hot-path statements (off behind a pooler that cannot keep prepared statements). */
+  pgPreparedStatements: boolean;
   /** Prefix for every Redis key we and Bull write, so test runs and tenants never collide. */
   redisPrefix: string;
   apiKeys: string[];
@@ -199,6 +201,7 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     port: int(env, 'PORT', 3000, 0, 65535),
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
+    pgPreparedStatements: oneOf(env, 'PG_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
     redisPrefix: str(env, 'REDIS_PREFIX', 'onceflow')!,
     apiKeys,
     apiKeysGenerated,

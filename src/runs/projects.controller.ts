@@ -7,7 +7,7 @@ import { ApiErrors } from '../common/openapi';
 import { PageQuery } from '../common/page.query';
 import { CreateProjectDto } from './dto/create-project.dto';
 import { CreateRunDto } from './dto/create-run.dto';
-import { fingerprint, IdempotencyService } from './idempotency.service';
+import { fingerprint, IdempotencyService } from './idempotency/idempotency.service';
 import { ProjectPage, ProjectView, toProjectView } from './project.view';
 import { ProjectsService } from './projects.service';
 import { RunRow } from './run-transitions.repository';

@@ -7,7 +7,7 @@ import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
-import { preparedRows } from '../database/pg-statements';
+import { PgStatements } from '../database/pg-statements';
 import { pgConstraint, pgErrorCode } from '../database/transaction';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
@@ -54,6 +54,7 @@ export class TaskIntakeService {
 
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
+    private readonly statements: PgStatements,
     private readonly runs: RunsService,
     private readonly transitions: RunTransitionsRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -174,8 +175,7 @@ export class TaskIntakeService {
    * a newer one, and an event without one refreshes nothing.
    */
   private async findAndRefresh(item: ExternalWorkItem): Promise<{ taskId: string; runId: string | null } | null> {
-    const rows = await preparedRows<{ id: string; run_id: string | null }>(
-      this.ds,
+    const rows = await this.statements.preparedRows<{ id: string; run_id: string | null }>(
       `WITH task AS (SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2),
        refreshed AS (
          UPDATE tasks SET title = $4, url = COALESCE($5, url), metadata = $6, updated_at = now()

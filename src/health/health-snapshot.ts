@@ -12,18 +12,14 @@ import { RUN_STATUSES } from '../runs/run-status';
 import { ScheduledTasks } from '../scheduler/scheduled-tasks.service';
 
 export const SNAPSHOT_TASK = 'health.snapshot';
-export const PRUNE_TASK = 'maintenance.prune';
-/** Delivered webhooks are kept this long for replay and audit. */
-const DELIVERY_RETENTION_DAYS = 30;
 
 /**
- * Scheduled observation and housekeeping: a health snapshot into metrics (runs by status, queue
- * depth) with a log line when health changes, and pruning of expired idempotency keys and old
- * webhook deliveries. Bull prunes its own finished jobs (removeOnComplete/removeOnFail by age).
+ * A scheduled health snapshot into metrics (runs by status, queue depth) with a log line when
+ * health changes. Each module prunes its own rows; Bull prunes its own finished jobs.
  */
 @Injectable()
-export class MaintenanceTasks implements OnModuleInit {
-  private readonly logger = new Logger(MaintenanceTasks.name);
+export class HealthSnapshot implements OnModuleInit {
+  private readonly logger = new Logger(HealthSnapshot.name);
   private lastHealth = '';
 
   constructor(
@@ -37,7 +33,6 @@ export class MaintenanceTasks implements OnModuleInit {
 
   onModuleInit(): void {
     this.scheduled.register(SNAPSHOT_TASK, () => this.snapshot());
-    this.scheduled.register(PRUNE_TASK, () => this.prune());
   }
 
   async snapshot(): Promise<string> {
@@ -63,15 +58,5 @@ export class MaintenanceTasks implements OnModuleInit {
     if (now !== this.lastHealth) this.logger.log({ msg: 'health changed', health: now, was: this.lastHealth || 'unknown' });
     this.lastHealth = now;
     return now;
-  }
-
-  async prune(): Promise<{ idempotencyKeys: number; deliveries: number }> {
-    const keys = await queryRows<{ key: string }>(this.ds, 'DELETE FROM idempotency_keys WHERE expires_at < now() RETURNING key');
-    const deliveries = await queryRows<{ id: string }>(
-      this.ds,
-      `DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 day' RETURNING id`,
-      [DELIVERY_RETENTION_DAYS],
-    );
-    return { idempotencyKeys: keys.length, deliveries: deliveries.length };
   }
 }

@@ -1,5 +1,5 @@
-import { renderText } from './run-finalizer';
-import { RunStatus } from './run-status';
+import { renderText } from './run-message';
+import { RunStatus } from '../run-status';
 
 describe('renderText (the Slack line of a finished run)', () => {
   it('shows the outcome with its icon and the first non-blank line of the requirement, trimmed', () => {
