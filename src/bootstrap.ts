@@ -4,7 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
-import { HttpErrorFilter } from './common/http-exception.filter';
+import { HttpErrorFilter } from './http/http-error.filter';
 import { openApiFrame } from './common/openapi';
 import { jsonBodyParser } from './common/json-body';
 import type { AppConfig } from './config/app-config';

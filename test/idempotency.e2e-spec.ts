@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DomainError } from '../src/common/domain-error';
+import { IdempotencyErrorCode } from '../src/runs/idempotency/idempotency.errors';
 import { IdempotencyService } from '../src/runs/idempotency/idempotency.service';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -42,16 +43,20 @@ describe('IdempotencyService', () => {
   it('refuses the key with another request (422), and while the first is in flight (409, Retry-After)', async () => {
     const key = randomUUID();
     await idem.execute(key, 'print-a', async () => ({ status: 201, body: {} }));
-    expect(await failure(idem.execute(key, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 422 });
+    expect(await failure(idem.execute(key, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({
+      code: IdempotencyErrorCode.KEY_REUSED,
+    });
 
     const inFlight = randomUUID();
     let release!: () => void;
     const first = idem.execute(inFlight, 'print-a', () => new Promise((r) => (release = () => r({ status: 201, body: { ok: 1 } }))));
     await waitFor(async () => (await keyRow(inFlight))?.state === 'in_flight', 3000, 'the key to be claimed');
     const busy = await failure(idem.execute(inFlight, 'print-a', async () => ({ status: 201, body: {} })));
-    expect(busy).toMatchObject({ status: 409, message: expect.stringMatching(/still in flight/) });
+    expect(busy).toMatchObject({ code: IdempotencyErrorCode.IN_FLIGHT, message: expect.stringMatching(/still in flight/) });
     expect(busy!.headers).toEqual({ 'Retry-After': '1' });
-    expect(await failure(idem.execute(inFlight, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 422 });
+    expect(await failure(idem.execute(inFlight, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({
+      code: IdempotencyErrorCode.KEY_REUSED,
+    });
     release();
     await expect(first).resolves.toMatchObject({ status: 201, replayed: false });
   });
@@ -86,6 +91,6 @@ describe('IdempotencyService', () => {
       `INSERT INTO idempotency_keys (key, fingerprint, state, created_at, expires_at) VALUES ($1, 'p', 'in_flight', now() - interval '4 minutes', now() + interval '1 hour')`,
       [key],
     );
-    expect(await failure(idem.execute(key, 'p', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 409 });
+    expect(await failure(idem.execute(key, 'p', async () => ({ status: 201, body: {} })))).toMatchObject({ code: IdempotencyErrorCode.IN_FLIGHT });
   });
 });

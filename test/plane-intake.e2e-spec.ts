@@ -8,6 +8,7 @@ import { DeliveryStatus } from '../src/webhooks/webhook-delivery.entity';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';
+import { WebhooksErrorCode } from '../src/webhooks/webhooks.errors';
 
 /** PlaneIntakeService.receive/replay called directly: the request shapes HTTP never sends. */
 describe('PlaneIntakeService', () => {
@@ -41,10 +42,12 @@ describe('PlaneIntakeService', () => {
   it('refuses a missing or empty raw body (400) before anything else', async () => {
     const body = v1Body(newWorkItem(), 'created');
     expect(await failure(intake.receive(request(body, { rawBody: undefined })))).toMatchObject({
-      status: 400,
+      code: WebhooksErrorCode.NOT_JSON,
       message: expect.stringMatching(/JSON/),
     });
-    expect(await failure(intake.receive(request(body, { rawBody: Buffer.alloc(0), signature: sign('') })))).toMatchObject({ status: 400 });
+    expect(await failure(intake.receive(request(body, { rawBody: Buffer.alloc(0), signature: sign('') })))).toMatchObject({
+      code: WebhooksErrorCode.NOT_JSON,
+    });
   });
 
   it('keeps the sender’s delivery id for the record: the first of several, at most 200 characters', async () => {
@@ -83,12 +86,15 @@ describe('PlaneIntakeService', () => {
   });
 
   it('replays only Plane deliveries that exist', async () => {
-    await expect(intake.replay(randomUUID())).rejects.toMatchObject({ status: 404 });
+    await expect(intake.replay(randomUUID())).rejects.toMatchObject({ code: WebhooksErrorCode.DELIVERY_NOT_FOUND });
     const { rows } = await db().query(
       `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, payload) VALUES ('github', $1, 'v1', 'push', '{}') RETURNING id`,
       [randomUUID()],
     );
-    expect(await failure(intake.replay(rows[0].id))).toMatchObject({ status: 422, message: 'no replay for provider github' });
+    expect(await failure(intake.replay(rows[0].id))).toMatchObject({
+      code: WebhooksErrorCode.REPLAY_UNSUPPORTED,
+      message: 'no replay for provider github',
+    });
   });
 
   describe('WebhookDeliveriesRepository.record: one statement, insert or bump', () => {

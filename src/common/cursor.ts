@@ -1,4 +1,4 @@
-import { DomainError } from './domain-error';
+import { RequestError, RequestErrorCode } from './domain-error';
 
 /**
  * Opaque keyset cursor of the list routes: (created_at in microseconds, id) of the last row of a
@@ -19,7 +19,7 @@ export function decodeCursor(cursor: string): KeysetCursor {
     if (typeof createdUs !== 'string' || !/^\d{1,17}$/.test(createdUs) || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) throw new Error();
     return { createdUs, id };
   } catch {
-    throw new DomainError(400, 'Bad Request', 'cursor is not valid');
+    throw new RequestError(RequestErrorCode.INVALID_CURSOR, 'cursor is not valid');
   }
 }
 

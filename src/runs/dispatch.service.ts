@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import { DataSource } from 'typeorm';
-import { conflict, notFound } from '../common/domain-error';
+import { runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
@@ -56,7 +56,7 @@ export class DispatchService {
     const owner = await this.locks.enterOnce(guardKey, 5000);
     if (!owner) {
       this.metrics.duplicate('producer_guard');
-      throw conflict('a dispatch of this run is already in progress');
+      throw new RunsError(RunsErrorCode.DISPATCH_IN_PROGRESS, 'a dispatch of this run is already in progress');
     }
     try {
       const row = await this.transitions.transition(runId, {
@@ -87,11 +87,11 @@ export class DispatchService {
 
   private async refuse(runId: string, from: RunStatus[]): Promise<never> {
     const rows: Array<{ status: RunStatus }> = await this.ds.query('SELECT status FROM runs WHERE id = $1', [runId]);
-    if (!rows[0]) throw notFound('run', runId);
+    if (!rows[0]) throw runNotFound(runId);
     this.metrics.duplicate('claim');
     const status = rows[0].status;
     const why =
       from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
-    throw conflict(why ?? `run is ${status}`);
+    throw new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, why ?? `run is ${status}`);
   }
 }

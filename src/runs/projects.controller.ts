@@ -2,7 +2,7 @@ import { Body, Controller, Get, Headers, HttpCode, Param, ParseUUIDPipe, Post, Q
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { RequireApiKey } from '../common/api-key.guard';
-import { DomainError } from '../common/domain-error';
+import { IdempotencyError, IdempotencyErrorCode } from './idempotency/idempotency.errors';
 import { ApiErrors } from '../common/openapi';
 import { PageQuery } from '../common/page.query';
 import { CreateProjectDto } from './dto/create-project.dto';
@@ -77,7 +77,8 @@ export class ProjectsController {
   ): Promise<RunView> {
     const input = { projectId, requirement: dto.requirement, dispatch: dto.dispatch ?? false };
     if (key === undefined) return this.runs.create(input);
-    if (!KEY_PATTERN.test(key)) throw new DomainError(400, 'Bad Request', 'Idempotency-Key must be 1-255 visible ASCII characters');
+    if (!KEY_PATTERN.test(key))
+      throw new IdempotencyError(IdempotencyErrorCode.KEY_INVALID, 'Idempotency-Key must be 1-255 visible ASCII characters');
     const print = fingerprint('POST', `/api/projects/${projectId}/runs`, { requirement: input.requirement, dispatch: input.dispatch });
     const answer = await this.idempotency.execute<RunRow>(key, print, async (em) => {
       const run = await this.runs.createInTx(em, input);

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalPath, confineToRoot } from './workspace-path';
+import { RunsErrorCode } from './runs.errors';
 
 /** Real directories and symlinks under a temp dir: the guard is about what the kernel resolves. */
 describe('workspace paths', () => {
@@ -58,7 +59,10 @@ describe('workspace paths', () => {
       ['a file', () => join(root, 'a-file'), /not a directory/],
       ['a path through a file', () => join(root, 'a-file', 'x'), /not a directory/],
     ])('refuses %s with a 400', async (_name, path, message) => {
-      await expect(confineToRoot(root, path())).rejects.toMatchObject({ status: 400, message: expect.stringMatching(message) });
+      await expect(confineToRoot(root, path())).rejects.toMatchObject({
+        code: RunsErrorCode.WORKSPACE_INVALID,
+        message: expect.stringMatching(message),
+      });
     });
   });
 });

@@ -1,4 +1,4 @@
-import { DomainError } from '../common/domain-error';
+import { invalidPayload } from './webhooks.errors';
 import { MAX_JSON_DEPTH } from '../common/json-body';
 import { jsonStorageProblem, storableCopy } from '../database/storable-json';
 import { PLANE } from './plane-event-handler';
@@ -26,7 +26,7 @@ export const UNSTORABLE_REASONS: ReadonlySet<string> = new Set(['unstorable_nul_
  */
 export function readPlaneDelivery(body: unknown, dedupeKeyOf: (e: PlaneEvent) => string, externalDeliveryId: string | null): PlaneDelivery {
   const problem = jsonStorageProblem(body, MAX_JSON_DEPTH);
-  if (problem === 'too_deep') throw new DomainError(400, 'Bad Request', `body nests deeper than ${MAX_JSON_DEPTH} levels`);
+  if (problem === 'too_deep') throw invalidPayload(`body nests deeper than ${MAX_JSON_DEPTH} levels`);
   const payload = problem === null ? body : storableCopy(body);
   const event = parsePlaneEvent(payload, problem === null ? undefined : `unstorable_${problem}`);
   return { dedupeKey: dedupeKeyOf(event), externalDeliveryId, event, payload: payload as Record<string, unknown> };

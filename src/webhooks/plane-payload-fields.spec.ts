@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { descriptionText } from './plane-description';
 import { parsePlaneEvent, planeDedupeKey, planeVersion, requirementOf } from './plane-payload';
+import { WebhooksErrorCode } from './webhooks.errors';
 
 /**
  * Field by field: which part of a Plane body each PlaneEvent field comes from, and what is
@@ -28,7 +29,9 @@ const v2 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
   ...over,
 });
 const rejects = (body: unknown, message: RegExp) =>
-  expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400, code: 'Bad Request', message: expect.stringMatching(message) }));
+  expect(() => parsePlaneEvent(body)).toThrow(
+    expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD, message: expect.stringMatching(message) }),
+  );
 
 describe('Plane payload: what is refused, and why', () => {
   it.each([

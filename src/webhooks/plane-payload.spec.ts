@@ -1,5 +1,6 @@
 import { descriptionText } from './plane-description';
 import { parsePlaneEvent, planeDedupeKey, requirementOf } from './plane-payload';
+import { WebhooksErrorCode } from './webhooks.errors';
 
 const ID = '5f0c7a52-2a43-4a4e-9d2b-5b1bb1a7e001';
 const PROJECT = '0c8f0e4d-7e0f-4b5a-8d51-3d7f3f0f0002';
@@ -60,7 +61,7 @@ describe('parsePlaneEvent (v1)', () => {
     ['an over-long data.id', v1({}, { id: 'x'.repeat(256) })],
     ['no project on a created item', v1({}, { project: undefined })],
   ])('rejects %s with a 400', (_name, body) => {
-    expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
   });
 
   it('falls back to data.updated_by when there is no activity actor', () => {
@@ -94,7 +95,7 @@ describe('parsePlaneEvent (v2)', () => {
   });
 
   it('needs event_id (its dedupe key); data.id may come from entity_id', () => {
-    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
     expect(parsePlaneEvent(v2({}, { id: undefined })).workItemId).toBe(ID);
   });
 });
@@ -155,14 +156,14 @@ describe('names that Object.prototype also has', () => {
 describe('parsePlaneEvent on odd values', () => {
   it('takes a v2 event_id only as a string (an object would make every delivery share one dedupe key)', () => {
     const v2 = { version: 'v2', event: 'workitem.created', data: { id: ID, project_id: PROJECT } };
-    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(expect.objectContaining({ status: 400 }));
-    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
+    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
     expect(planeDedupeKey(parsePlaneEvent({ ...v2, event_id: 'ev-7' }), Buffer.from(''))).toBe('event:ev-7');
   });
 
   it('refuses an over-long event or action, drops NUL from derived text, and keeps an updated_at only if Postgres can read it', () => {
-    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
-    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
+    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
     const e = parsePlaneEvent(v1({}, { name: 'a\u0000b\ud800', url: 'u'.repeat(3000), updated_at: 'Tue Nov 03 2026' }));
     expect(e.title).toBe('ab\ufffd');
     expect(e.url).toBeNull();

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { DomainError } from '../common/domain-error';
 import { clip, descriptionText } from './plane-description';
+import { invalidPayload } from './webhooks.errors';
 
 /** What a delivery asks of us: create the task if new, close it, or nothing. */
 export type PlaneIntent = 'upsert' | 'close' | 'none';
@@ -53,7 +53,7 @@ const V2_EVENTS: ReadonlyMap<string, PlaneIntent> = new Map([
 /** ISO 8601 as Plane writes it; Postgres must be able to compare it as a timestamptz later. */
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/;
 
-const bad = (message: string) => new DomainError(400, 'Bad Request', message);
+const bad = invalidPayload;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -98,7 +98,7 @@ export function planeVersion(body: Record<string, unknown>): PlaneEvent['version
 }
 
 /**
- * Parses a Plane body (already JSON-decoded); a DomainError 400 names what is missing. `ignore`
+ * Parses a Plane body (already JSON-decoded); an INVALID_PAYLOAD error names what is missing. `ignore`
  * turns the event into one we record but do not act on, with that reason (a body we could only
  * store cleaned, see plane-delivery.ts).
  */

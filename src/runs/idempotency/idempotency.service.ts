@@ -4,7 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
-import { DomainError } from '../../common/domain-error';
+import { IdempotencyError, IdempotencyErrorCode } from './idempotency.errors';
 import { MetricsService } from '../../metrics/metrics.service';
 import { IdempotencyRepository } from './idempotency.repository';
 
@@ -83,14 +83,14 @@ export class IdempotencyService {
         continue;
       }
       if (row.fingerprint !== print) {
-        throw new DomainError(422, 'Unprocessable Entity', 'Idempotency-Key was already used with a different request');
+        throw new IdempotencyError(IdempotencyErrorCode.KEY_REUSED, 'Idempotency-Key was already used with a different request');
       }
       this.metrics.duplicate('idempotency_key');
       if (row.state === 'in_flight') {
-        throw new DomainError(409, 'Conflict', 'a request with this Idempotency-Key is still in flight', { 'Retry-After': '1' });
+        throw new IdempotencyError(IdempotencyErrorCode.IN_FLIGHT, 'a request with this Idempotency-Key is still in flight', { 'Retry-After': '1' });
       }
       return { status: row.response_status, body: row.response_body, replayed: true };
     }
-    throw new DomainError(409, 'Conflict', 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
+    throw new IdempotencyError(IdempotencyErrorCode.CONTENDED, 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
   }
 }

@@ -2,7 +2,8 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logge
 import type { Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { DomainError } from './domain-error';
+import { DomainError } from '../common/domain-error';
+import { AppError, httpStatusOf } from './error-status';
 
 /**
  * One error shape for every answer: { statusCode, error, message }. A 4xx is the caller's
@@ -28,7 +29,9 @@ export class HttpErrorFilter implements ExceptionFilter {
   }
 
   private describe(exception: unknown): { status: number; message: string; headers: Record<string, string> } {
-    if (exception instanceof DomainError) return { status: exception.status, message: exception.message, headers: exception.headers };
+    if (exception instanceof DomainError) {
+      return { status: httpStatusOf(exception as AppError), message: exception.message, headers: exception.headers };
+    }
     if (exception instanceof HttpException) {
       const body = exception.getResponse() as { message?: string | string[] } | string;
       const raw = typeof body === 'string' ? body : (body.message ?? exception.message);
