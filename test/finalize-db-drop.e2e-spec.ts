@@ -36,14 +36,14 @@ describe('finalize under dropped Postgres connections', () => {
   it('ends SUCCESS (not stuck RUNNING, not executed twice) after a finalize cut off by a dropped connection', async () => {
     // Each try of the finalize's one statement, per run: 'written', 'fenced' or the error that cut it off.
     const tries = new Map<string, string[]>();
-    const finalizer = t.app.get(RunFinalizer) as unknown as { writeOnce(req: { runId: string }): Promise<{ written: boolean }> };
+    const finalizer = t.app.get(RunFinalizer) as unknown as { writeOnce(req: { runId: string }): Promise<{ kind: 'written' | 'fenced' }> };
     const writeOnce = finalizer.writeOnce.bind(finalizer);
     jest.spyOn(finalizer, 'writeOnce').mockImplementation(async (req) => {
       const seen = tries.get(req.runId) ?? [];
       tries.set(req.runId, seen);
       try {
         const result = await writeOnce(req);
-        seen.push(result.written ? 'written' : 'fenced');
+        seen.push(result.kind);
         return result;
       } catch (err) {
         seen.push(`error: ${String(err)}`);

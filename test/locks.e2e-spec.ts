@@ -85,20 +85,20 @@ describe('LockService (real Redis)', () => {
   });
 
   it('producer guard lets one of many concurrent entrants through', async () => {
-    const owners = await Promise.all(Array.from({ length: 20 }, () => locks.enterOnce('guard', 2000)));
+    const owners = await Promise.all(Array.from({ length: 20 }, () => locks.enterGuard('guard', 2000)));
     expect(owners.filter(Boolean)).toHaveLength(1);
   });
 
   it('producer guards are per key, freed by their owner only, and lapse after their TTL', async () => {
-    const a = await locks.enterOnce('guard-a', 5000);
+    const a = await locks.enterGuard('guard-a', 5000);
     expect(a).not.toBeNull();
-    expect(await other.enterOnce('guard-b', 5000)).not.toBeNull();
-    await locks.leave('guard-a', 'b:not-the-owner');
-    expect(await other.enterOnce('guard-a', 5000)).toBeNull();
-    await locks.leave('guard-a', a!);
-    expect(await other.enterOnce('guard-a', 5000)).not.toBeNull();
-    expect(await locks.enterOnce('guard-short', 100)).not.toBeNull();
-    await waitFor(async () => (await other.enterOnce('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
+    expect(await other.enterGuard('guard-b', 5000)).not.toBeNull();
+    await locks.leaveGuard('guard-a', 'b:not-the-owner');
+    expect(await other.enterGuard('guard-a', 5000)).toBeNull();
+    await locks.leaveGuard('guard-a', a!);
+    expect(await other.enterGuard('guard-a', 5000)).not.toBeNull();
+    expect(await locks.enterGuard('guard-short', 100)).not.toBeNull();
+    await waitFor(async () => (await other.enterGuard('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
   });
 });
 

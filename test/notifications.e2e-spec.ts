@@ -64,7 +64,7 @@ describe('notifications outbox', () => {
   /** Finalize as RunProcessor does: kick delivery after the commit when a row was written. */
   async function finalizeAndKick(runId: string, token: number, to: RunStatus.SUCCESS | RunStatus.FAILED) {
     const result = await finalize(runId, token, to);
-    if (result.written && result.notificationId) await t.app.get(NotificationKicker).kick(result.notificationId);
+    if (result.kind === 'written' && result.notificationId) await t.app.get(NotificationKicker).kick(result.notificationId);
     return result;
   }
 
@@ -99,7 +99,7 @@ describe('notifications outbox', () => {
         finalizeAndKick(id, 4, RunStatus.FAILED),
       ]),
     );
-    expect(results.filter((r) => r.written)).toHaveLength(100);
+    expect(results.filter((r) => r.kind === 'written')).toHaveLength(100);
     await waitFor(() => ids.every((id) => stub.delivered(id) >= 1), 30_000, '100 messages at the stub');
     const elapsedMs = Date.now() - started;
     await quiet(ids);
@@ -167,10 +167,10 @@ describe('notifications outbox', () => {
   it('creates no notification for a fenced-out finalize', async () => {
     const [id] = await runningRuns(1, 7);
     const stale = await finalize(id, 6, RunStatus.FAILED);
-    expect(stale.written).toBe(false);
+    expect(stale.kind).toBe('fenced');
     expect(await listed(id)).toEqual([]);
     // The holder's finalize still works, and announces the real outcome only.
-    expect((await finalizeAndKick(id, 7, RunStatus.SUCCESS)).written).toBe(true);
+    expect((await finalizeAndKick(id, 7, RunStatus.SUCCESS)).kind).toBe('written');
     await waitFor(() => stub.delivered(id) === 1, 20_000, 'the holder’s message');
     await quiet([id]);
     expect(stub.for(id)).toHaveLength(1);
@@ -180,7 +180,7 @@ describe('notifications outbox', () => {
 
   it('delivers a row whose kick was lost: the sweeper finds it', async () => {
     const [id] = await runningRuns(1, 5);
-    expect((await finalize(id, 5, RunStatus.FAILED)).written).toBe(true); // no kick
+    expect((await finalize(id, 5, RunStatus.FAILED)).kind).toBe('written'); // no kick
     await waitFor(() => stub.delivered(id) === 1, 20_000, 'the sweeper to deliver the unkicked row');
     await quiet([id]);
     expect(stub.for(id)).toHaveLength(1);
@@ -247,7 +247,7 @@ describe('notifications outbox', () => {
     const [id] = await runningRuns(1, 5);
     stub.plan(id, { hold: true });
     const fin = await finalizeAndKick(id, 5, RunStatus.SUCCESS);
-    if (!fin.written || !fin.notificationId) throw new Error('finalize wrote no notification');
+    if (fin.kind !== 'written' || !fin.notificationId) throw new Error('finalize wrote no notification');
     const lockKey = `${t.config.redisPrefix}:lock:${notificationLockKey(fin.notificationId)}`;
     await waitFor(() => stub.held(id).length === 1, 10_000, 'the first POST');
     const redis = new Redis(testRedisUrl());

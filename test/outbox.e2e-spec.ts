@@ -3,7 +3,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
-import { ClaimedNotification, NotificationClaims } from '../src/notifications/notification-claims.repository';
+import { ClaimedNotification, NotificationClaimsRepository } from '../src/notifications/notification-claims.repository';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { closeDb, db, startApp, TestApp } from './support/app';
@@ -17,12 +17,12 @@ describe('outbox writer and notification claims', () => {
   const countFile = join(tempDir('outbox'), 'executions.log');
   let t: TestApp;
   let ds: DataSource;
-  let claims: NotificationClaims;
+  let claims: NotificationClaimsRepository;
 
   beforeAll(async () => {
     t = await startApp(testEnv('outbox', countFile, { APP_ROLE: 'worker' }));
     ds = t.app.get(getDataSourceToken());
-    claims = t.app.get(NotificationClaims);
+    claims = t.app.get(NotificationClaimsRepository);
   });
   afterAll(async () => {
     // Other files' sweepers share this database (one per jest run): leave no row of ours behind
@@ -175,21 +175,21 @@ describe('outbox writer and notification claims', () => {
   });
 
   it('whyNot(): gone or wait, with the delay to wait', async () => {
-    expect(await claims.whyNot(randomUUID(), 5)).toEqual({ kind: 'gone', reason: 'no such notification' });
-    expect(await claims.whyNot(await insert({ status: 'SENT' }), 5)).toEqual({ kind: 'gone', reason: 'already SENT' });
+    expect(await claims.whyNot(randomUUID(), 5)).toEqual({ kind: 'skip', reason: 'no such notification' });
+    expect(await claims.whyNot(await insert({ status: 'SENT' }), 5)).toEqual({ kind: 'skip', reason: 'already SENT' });
     const held = await claims.whyNot(await insert({ attempts: 5, claimMs: 3000 }), 5);
-    expect(held).toMatchObject({ kind: 'wait', reason: 'claimed by another deliverer' });
+    expect(held).toMatchObject({ kind: 'later', reason: 'claimed by another deliverer' });
     expect((held as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 100);
     expect((held as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 101);
     expect(await claims.whyNot(await insert({ attempts: 5, claimMs: -10 }), 5)).toEqual({
-      kind: 'gone',
+      kind: 'skip',
       reason: 'out of attempts (the sweeper fails it)',
     });
     const later = await claims.whyNot(await insert({ attempts: 4, dueMs: 3000 }), 5);
-    expect(later).toMatchObject({ kind: 'wait', reason: 'next attempt not due yet' });
+    expect(later).toMatchObject({ kind: 'later', reason: 'next attempt not due yet' });
     expect((later as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 20);
     expect((later as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 21);
-    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({ kind: 'wait', delayMs: 20 });
+    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({ kind: 'later', delayMs: 20 });
     // The wait ends 20 ms AFTER the attempt is due (never before it): at least the time left
     // when read after whyNot() (time only shrinks it), plus the margin.
     const due = await insert({ attempts: 4, dueMs: 3000 });

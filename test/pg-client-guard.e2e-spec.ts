@@ -1,7 +1,7 @@
 import { AddressInfo, createConnection, createServer, Server, Socket } from 'node:net';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
-import { isTransientDbError } from '../src/database/transaction';
+import { isTransientDbError } from '../src/database/pg-errors';
 import { testDatabaseUrl } from './support/env';
 
 /** The ErrorResponse Postgres sends to a backend killed by pg_terminate_backend. */

@@ -29,7 +29,7 @@ describe('pg statements', () => {
 
   it('inlines values as literals that read back exactly, whatever they contain', async () => {
     for (const s of nasty) {
-      const rows = await statements.lastRowsOfOneTrip<{ s: string; n: number; a: string[]; none: null; big: string }>([
+      const rows = await statements.inOneRoundTrip<{ s: string; n: number; a: string[]; none: null; big: string }>([
         {
           text: 'SELECT $1::text AS s, $2::int AS n, $3::text[] AS a, $4::text AS none, $5::bigint AS big',
           values: [s, -5, [s, 'b'], null, 9007199254740993n],
@@ -37,18 +37,18 @@ describe('pg statements', () => {
       ]);
       expect(rows).toEqual([{ s, n: -5, a: [s, 'b'], none: null, big: '9007199254740993' }]);
     }
-    const [row] = await statements.lastRowsOfOneTrip<{ a: string[] }>([{ text: 'SELECT $1::text[] AS a', values: [[]] }]);
+    const [row] = await statements.inOneRoundTrip<{ a: string[] }>([{ text: 'SELECT $1::text[] AS a', values: [[]] }]);
     expect(row.a).toEqual([]);
   });
 
   it('sends several statements as one transaction and answers the last one’s rows', async () => {
-    const rows = await statements.lastRowsOfOneTrip<{ same: boolean }>([
+    const rows = await statements.inOneRoundTrip<{ same: boolean }>([
       { text: 'SELECT 1', values: [] },
       { text: 'SELECT txid_current() = txid_current() AS same', values: [] },
     ]);
     expect(rows).toEqual([{ same: true }]);
     // One implicit transaction: the first statement's lock is held while the second runs.
-    const [held] = await statements.lastRowsOfOneTrip<{ n: number }>([
+    const [held] = await statements.inOneRoundTrip<{ n: number }>([
       { text: 'SELECT pg_advisory_xact_lock($1)', values: [4242] },
       { text: `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND pid = pg_backend_pid()`, values: [4242] },
     ]);
@@ -57,7 +57,7 @@ describe('pg statements', () => {
     await ds.query('CREATE TABLE IF NOT EXISTS pg_statements_probe (x int)');
     try {
       await expect(
-        statements.lastRowsOfOneTrip([
+        statements.inOneRoundTrip([
           { text: 'INSERT INTO pg_statements_probe (x) VALUES ($1)', values: [1] },
           { text: 'SELECT 1 / $1', values: [0] },
         ]),
@@ -103,7 +103,7 @@ describe('pg statements', () => {
       { text: 'SELECT $1::int AS a', values: [i] },
       { text: 'SELECT $1::int * 2 AS n, pg_sleep(0.02) IS NULL AS slept', values: [i] },
     ];
-    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => statements.lastRowsOfOneTrip<{ n: number }>(trip(base + i))));
+    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => statements.inOneRoundTrip<{ n: number }>(trip(base + i))));
     expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
     expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
     const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
@@ -123,7 +123,7 @@ describe('pg statements', () => {
     const text = 'SELECT $1::int + 100 AS n, true AS unprepared';
     const trip = [{ text: 'SELECT $1::int - 100 AS n, true AS unprepared', values: [1] }];
     expect(await plain.preparedRows<{ n: number }>(text, [1])).toEqual([{ n: 101, unprepared: true }]);
-    expect(await plain.lastRowsOfOneTrip<{ n: number }>(trip)).toEqual([{ n: -99, unprepared: true }]);
+    expect(await plain.inOneRoundTrip<{ n: number }>(trip)).toEqual([{ n: -99, unprepared: true }]);
     const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
     const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
     for (const c of clients) {

@@ -121,23 +121,23 @@ describe('PlaneIntakeService', () => {
       expect(await stored(fresh[0].id)).toMatchObject({ duplicate_count: 11, status: 'accepted', payload: { n: 1 } });
     });
 
-    it('finish(): in the caller’s transaction when given one (rolled back with it), else on its own; a processed delivery stays processed', async () => {
+    it('recordOutcome(): in the caller’s transaction when given one (rolled back with it), else on its own; a processed delivery stays processed', async () => {
       const repo = t.app.get(WebhookDeliveriesRepository);
       const ds = t.app.get<DataSource>(getDataSourceToken());
       const { id } = await repo.record(delivery());
       await expect(
         ds.transaction(async (em) => {
-          await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' }, em);
+          await repo.recordOutcome(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' }, em);
           throw new Error('task transaction rolled back');
         }),
       ).rejects.toThrow('task transaction rolled back');
       expect(await stored(id)).toMatchObject({ status: 'accepted', reason: null, process_attempts: 0, processed_at: null });
-      await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' });
+      await repo.recordOutcome(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' });
       expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 1 });
       // A replay finding the task: still processed, by the first pass.
-      await repo.finish(id, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists' });
+      await repo.recordOutcome(id, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists' });
       expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 2 });
-      await repo.finish(id, { status: DeliveryStatus.FAILED, reason: 'processing_failed', error: 'boom' });
+      await repo.recordOutcome(id, { status: DeliveryStatus.FAILED, reason: 'processing_failed', error: 'boom' });
       expect(await stored(id)).toMatchObject({ status: 'failed', reason: 'processing_failed', error: 'boom', process_attempts: 3 });
     });
 

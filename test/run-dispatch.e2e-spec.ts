@@ -58,12 +58,12 @@ describe('dispatch and retry', () => {
   it('refuses while another dispatch of the run holds the producer guard, and frees the guard after each call', async () => {
     const project = await insertProject();
     const id = await insertRun(project.id);
-    const owner = await locks.enterOnce(`dispatch:${id}`, 5000);
+    const owner = await locks.enterGuard(`dispatch:${id}`, 5000);
     const busy = await post(id, 'dispatch');
     expect(busy.status).toBe(409);
     expect(busy.body.message).toBe('a dispatch of this run is already in progress');
     expect(await runRow(id)).toMatchObject({ status: 'PENDING', dispatch_generation: 0 });
-    await locks.leave(`dispatch:${id}`, owner!);
+    await locks.leaveGuard(`dispatch:${id}`, owner!);
     expect((await post(id, 'dispatch')).status).toBe(202);
     // The guard was left behind neither by the success nor by a refusal: each answer says why.
     expect((await post(id, 'dispatch')).body.message).toBe('run is already queued');

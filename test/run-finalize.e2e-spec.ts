@@ -60,7 +60,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
   ] as const)('%s with the current token: the row, its event and ONE outbox row, in one go', async (to, eventType) => {
     const id = await running();
     const result = await finalizer.finalize(request(id, to));
-    expect(result).toMatchObject({ written: true, row: { id, status: to, from_status: 'RUNNING' } });
+    expect(result).toMatchObject({ kind: 'written', row: { id, status: to, from_status: 'RUNNING' } });
     const row = await runRow(id);
     expect(row).toMatchObject({
       status: to,
@@ -82,14 +82,14 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
   it('RETRYING: the lease is freed, the run is not finished, and no outbox row', async () => {
     const id = await running();
     const result = await finalizer.finalize(request(id, RunStatus.RETRYING));
-    expect(result).toMatchObject({ written: true, notificationId: null });
+    expect(result).toMatchObject({ kind: 'written', notificationId: null });
     expect(await runRow(id)).toMatchObject({ status: 'RETRYING', finished_at: null, lease_owner: null, last_error: 'exit 3' });
     expect(await outbox(id)).toHaveLength(0);
   });
 
   it('a stale token writes nothing at all', async () => {
     const id = await running();
-    expect(await finalizer.finalize(request(id, RunStatus.SUCCESS, '6'))).toEqual({ written: false });
+    expect(await finalizer.finalize(request(id, RunStatus.SUCCESS, '6'))).toEqual({ kind: 'fenced' });
     expect(await runRow(id)).toMatchObject({ status: 'RUNNING', lease_owner: 'me', output_tail: null });
     expect(await runEvents(id)).toHaveLength(0);
     expect(await outbox(id)).toHaveLength(0);
@@ -97,8 +97,8 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
 
   it('a second finalize of the same attempt writes nothing more', async () => {
     const id = await running();
-    expect((await finalizer.finalize(request(id, RunStatus.SUCCESS))).written).toBe(true);
-    expect(await finalizer.finalize(request(id, RunStatus.FAILED))).toEqual({ written: false });
+    expect((await finalizer.finalize(request(id, RunStatus.SUCCESS))).kind).toBe('written');
+    expect(await finalizer.finalize(request(id, RunStatus.FAILED))).toEqual({ kind: 'fenced' });
     expect(await runRow(id)).toMatchObject({ status: 'SUCCESS' });
     expect(await outbox(id)).toHaveLength(1);
   });
@@ -188,7 +188,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(id, async () => undefined);
     // Written by the retry itself (not read back): the row as the transition returned it.
-    expect(result).toMatchObject({ written: true, row: { status: 'SUCCESS', from_status: 'RUNNING' } });
+    expect(result).toMatchObject({ kind: 'written', row: { status: 'SUCCESS', from_status: 'RUNNING' } });
     expect(await runRow(id)).toMatchObject({ status: 'SUCCESS', output_tail: 'tail of output' });
     expect(await runEvents(id)).toHaveLength(1);
     expect(await outbox(id)).toHaveLength(1);
@@ -205,7 +205,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
       );
     });
     const note = (await outbox(id))[0];
-    expect(result).toMatchObject({ written: true, row: { id, status: 'SUCCESS', fencing_token: '7' }, notificationId: note.id });
+    expect(result).toMatchObject({ kind: 'written', row: { id, status: 'SUCCESS', fencing_token: '7' }, notificationId: note.id });
   });
 
   it('after a connection error, finds its own earlier RETRYING commit (no notification to name)', async () => {
@@ -215,7 +215,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
       async (tx) => void (await tx.query(`UPDATE runs SET status = 'RETRYING', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id])),
       RunStatus.RETRYING,
     );
-    expect(result).toMatchObject({ written: true, row: { id, status: 'RETRYING' }, notificationId: null });
+    expect(result).toMatchObject({ kind: 'written', row: { id, status: 'RETRYING' }, notificationId: null });
   });
 
   it('does not retry an error that is not a connection error: it surfaces at once', async () => {
@@ -230,13 +230,13 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const result = await finalizeThroughAConnectionError(id, async (tx) => {
       await tx.query(`UPDATE runs SET status = 'SUCCESS', fencing_token = 8 WHERE id = $1`, [id]);
     });
-    expect(result).toEqual({ written: false });
+    expect(result).toEqual({ kind: 'fenced' });
     const retrying = await running();
     const other = await finalizeThroughAConnectionError(
       retrying,
       async (tx) => void (await tx.query(`UPDATE runs SET status = 'FAILED' WHERE id = $1`, [retrying])),
       RunStatus.RETRYING,
     );
-    expect(other).toEqual({ written: false });
+    expect(other).toEqual({ kind: 'fenced' });
   });
 });

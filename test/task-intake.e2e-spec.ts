@@ -3,7 +3,7 @@ import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { pgConstraint, pgErrorCode } from '../src/database/transaction';
+import { pgConstraint, pgErrorCode } from '../src/database/pg-errors';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { UQ_PROJECTS_NAME } from '../src/runs/entities/project.entity';
 import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
@@ -47,7 +47,7 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const seen: unknown[] = [];
     const result = await intake.open(it1, async (_em, created) => void seen.push(created));
-    expect(result).toMatchObject({ outcome: 'created', taskId: expect.any(String), runId: expect.any(String) });
+    expect(result).toMatchObject({ kind: 'created', taskId: expect.any(String), runId: expect.any(String) });
     const created = result as { taskId: string; runId: string; projectId: string };
     expect(seen).toEqual([{ taskId: created.taskId, runId: created.runId }]);
     expect(await task(created.taskId)).toMatchObject({
@@ -104,7 +104,7 @@ describe('TaskIntakeService', () => {
     const first = item();
     const created = (await intake.open(first)) as { taskId: string; runId: string };
     const older = await intake.open({ ...first, title: 'Older', metadata: { updatedAt: '2026-11-01T00:00:00Z' } });
-    expect(older).toEqual({ outcome: 'exists', taskId: created.taskId, runId: created.runId });
+    expect(older).toEqual({ kind: 'exists', taskId: created.taskId, runId: created.runId });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
     await intake.open({ ...first, title: 'No date', metadata: { updatedAt: null } });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
@@ -126,14 +126,14 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const created = (await intake.open(it1)) as { taskId: string; runId: string };
     const closed = await intake.close('plane', it1.externalId, 'work item deleted in Plane');
-    expect(closed).toEqual({ outcome: 'closed', taskId: created.taskId, runId: created.runId, runCancelled: true });
+    expect(closed).toEqual({ kind: 'closed', taskId: created.taskId, runId: created.runId, runCancelled: true });
     expect(await task(created.taskId)).toMatchObject({ status: 'cancelled' });
     const r = await run(created.runId);
     expect(r).toMatchObject({ status: 'CANCELLED' });
     expect(r.finished_at).not.toBeNull();
     const { rows } = await db().query('SELECT reason FROM run_events WHERE run_id = $1 AND to_status = $2', [created.runId, 'CANCELLED']);
     expect(rows).toEqual([{ reason: 'work item deleted in Plane' }]);
-    expect(await intake.close('plane', it1.externalId, 'again')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    expect(await intake.close('plane', it1.externalId, 'again')).toMatchObject({ kind: 'closed', runCancelled: false });
     await intake.open({ ...it1, title: 'After close', metadata: { updatedAt: '2027-01-01T00:00:00Z' } });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title', status: 'cancelled' });
   });
@@ -142,16 +142,16 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const created = (await intake.open(it1)) as { taskId: string; runId: string };
     await db().query(`UPDATE runs SET status = 'RUNNING', attempts = 1 WHERE id = $1`, [created.runId]);
-    expect(await intake.close('plane', it1.externalId, 'deleted')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    expect(await intake.close('plane', it1.externalId, 'deleted')).toMatchObject({ kind: 'closed', runCancelled: false });
     expect(await run(created.runId)).toMatchObject({ status: 'RUNNING' });
-    expect(await intake.close('plane', randomUUID(), 'deleted')).toEqual({ outcome: 'not_found' });
-    expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ outcome: 'not_found' });
+    expect(await intake.close('plane', randomUUID(), 'deleted')).toEqual({ kind: 'not_found' });
+    expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ kind: 'not_found' });
   });
 
   it.each([false, true])('ten concurrent opens of one item (probablyNew %s): one created, nine exists, one workspace', async (probablyNew) => {
     const it1 = item();
     const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1, undefined, probablyNew)));
-    const created = results.filter((r) => r.outcome === 'created') as Array<{ taskId: string; runId: string; projectId: string }>;
+    const created = results.filter((r) => r.kind === 'created') as Array<{ taskId: string; runId: string; projectId: string }>;
     expect(created).toHaveLength(1);
     for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
     expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
@@ -161,7 +161,7 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const first = (await intake.open(it1)) as { taskId: string; runId: string; projectId: string };
     const again = await intake.open({ ...it1, title: 'Newer title', metadata: { updatedAt: '2026-11-02T10:00:00Z' } }, undefined, true);
-    expect(again).toEqual({ outcome: 'exists', taskId: first.taskId, runId: first.runId });
+    expect(again).toEqual({ kind: 'exists', taskId: first.taskId, runId: first.runId });
     expect(await task(first.taskId)).toMatchObject({ title: 'Newer title' });
     expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [first.taskId])).rows[0].n).toBe(1);
     expect(taskDirs(first.projectId)).toEqual([first.taskId]);
@@ -172,7 +172,7 @@ describe('TaskIntakeService', () => {
     // snapshot cannot see: they must read the project in a statement of their own.
     const project = { externalId: randomUUID(), name: `First sight ${randomUUID()}`, maxConcurrentRuns: 2 };
     const results = await Promise.all(Array.from({ length: 8 }, () => intake.open(item({ project }), undefined, true)));
-    expect(results.map((r) => r.outcome)).toEqual(Array(8).fill('created'));
+    expect(results.map((r) => r.kind)).toEqual(Array(8).fill('created'));
     const { rows } = await db().query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
     expect(rows).toHaveLength(1);
     const created = results as Array<{ taskId: string; runId: string; projectId: string }>;
@@ -200,7 +200,7 @@ describe('TaskIntakeService', () => {
         10,
       );
       await holder.query('COMMIT');
-      expect(await opening).toMatchObject({ outcome: 'created' });
+      expect(await opening).toMatchObject({ kind: 'created' });
       const { rows } = await db().query('SELECT name FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
       expect(rows).toHaveLength(1);
       expect(rows[0].name.startsWith(`${name} (`)).toBe(true);

@@ -77,7 +77,7 @@ export class PgStatements {
    * protocol has no bind parameters: each statement is PREPAREd once per connection and run as
    * `EXECUTE name(literals)`, the values escaped (literal()). Answers the rows of the last statement.
    */
-  async lastRowsOfOneTrip<T>(statements: Statement[]): Promise<T[]> {
+  async inOneRoundTrip<T>(statements: Statement[]): Promise<T[]> {
     const client = await pgPool(this.ds).connect();
     try {
       if (this.prepareSql) {

@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../database/transaction';
+import { queryRows } from '../database/query-rows';
 import { REDIS_CLIENT } from '../locks/locks.tokens';
 import { MetricsService } from '../metrics/metrics.service';
 import { NOTIFICATIONS_QUEUE, RUNS_QUEUE } from '../queues/queue-names';

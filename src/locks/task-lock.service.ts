@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
-import { isDbUnavailableError } from '../database/transaction';
+import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { Heartbeat, LockLostError, ShutdownAbort } from './heartbeat';
 import { LockHandle, LockService } from './lock.service';

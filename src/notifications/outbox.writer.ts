@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import type { NamedStatement } from '../database/named-params';
-import { queryRows } from '../database/transaction';
+import { Queryable, queryRows } from '../database/query-rows';
 import type { MetricsService } from '../metrics/metrics.service';
 import { NotificationChannel, NotificationEventType, NotificationStatus, UQ_NOTIFICATION_LOGS_RUN_EVENT } from './notification-log.entity';
 
@@ -54,7 +54,7 @@ export class OutboxWriter {
   }
 
   /** The id of the run's newest outbox row, to settle a finalize whose commit answer was lost. */
-  async latestIdForRun(db: { query(sql: string, params?: unknown[]): Promise<unknown> }, runId: string): Promise<string | null> {
+  async latestIdForRun(db: Queryable, runId: string): Promise<string | null> {
     const rows = await queryRows<{ id: string }>(db, 'SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1', [runId]);
     return rows[0]?.id ?? null;
   }

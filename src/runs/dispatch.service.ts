@@ -53,7 +53,7 @@ export class DispatchService {
 
   private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchView> {
     const guardKey = `dispatch:${runId}`;
-    const owner = await this.locks.enterOnce(guardKey, 5000);
+    const owner = await this.locks.enterGuard(guardKey, 5000);
     if (!owner) {
       this.metrics.duplicate('producer_guard');
       throw new RunsError(RunsErrorCode.DISPATCH_IN_PROGRESS, 'a dispatch of this run is already in progress');
@@ -69,7 +69,7 @@ export class DispatchService {
       if (!row) return await this.refuse(runId, from);
       return await this.enqueue(row);
     } finally {
-      await this.locks.leave(guardKey, owner).catch(() => undefined);
+      await this.locks.leaveGuard(guardKey, owner).catch(() => undefined);
     }
   }
 

@@ -6,7 +6,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { projectNotFound, RunsError, RunsErrorCode } from './runs.errors';
-import { pgConstraint, pgErrorCode } from '../database/transaction';
+import { pgConstraint, pgErrorCode } from '../database/pg-errors';
 import { ProjectEntity, UQ_PROJECTS_NAME } from './entities/project.entity';
 import { confineToRoot } from './workspace-path';
 import { afterCursor, CREATED_US, toPage } from '../common/cursor';

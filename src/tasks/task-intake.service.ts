@@ -8,7 +8,7 @@ import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
 import { PgStatements } from '../database/pg-statements';
-import { pgConstraint, pgErrorCode } from '../database/transaction';
+import { pgConstraint, pgErrorCode } from '../database/pg-errors';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
 import { RunTransitionsRepository } from '../runs/run-transitions.repository';
@@ -28,9 +28,9 @@ export interface ExternalWorkItem {
 }
 
 export type OpenResult =
-  { outcome: 'created'; taskId: string; runId: string; projectId: string } | { outcome: 'exists'; taskId: string; runId: string | null };
+  { kind: 'created'; taskId: string; runId: string; projectId: string } | { kind: 'exists'; taskId: string; runId: string | null };
 
-export type CloseResult = { outcome: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { outcome: 'not_found' };
+export type CloseResult = { kind: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { kind: 'not_found' };
 
 /** Extra work the caller wants committed atomically with a new task (e.g. marking its delivery). */
 export type WithinCreate = (em: EntityManager, created: { taskId: string; runId: string }) => Promise<void>;
@@ -67,7 +67,7 @@ export class TaskIntakeService {
   async open(item: ExternalWorkItem, within?: WithinCreate, probablyNew = false): Promise<OpenResult> {
     if (!probablyNew) {
       const known = await this.findAndRefresh(item);
-      if (known) return { outcome: 'exists', ...known };
+      if (known) return { kind: 'exists', ...known };
     }
     let workspace: string | null = null;
     try {
@@ -89,7 +89,7 @@ export class TaskIntakeService {
       });
       if (!created) return await this.existing(item);
       await this.enqueue(created.run);
-      return { outcome: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
+      return { kind: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
     } catch (err) {
       // The task id was this transaction's own, so nobody else can be using its directory.
       if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
@@ -139,7 +139,7 @@ export class TaskIntakeService {
         externalId,
       ]);
       const taskId = tasks[0]?.id;
-      if (!taskId) return { outcome: 'not_found' as const };
+      if (!taskId) return { kind: 'not_found' as const };
       await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [taskId, TaskStatus.CANCELLED]);
       const runs: Array<{ id: string }> = await em.query(`SELECT id FROM runs WHERE task_id = $1 AND kind = $2`, [taskId, RunKind.AUTHORING]);
       const runId = runs[0]?.id ?? null;
@@ -156,7 +156,7 @@ export class TaskIntakeService {
             em,
           )
         : null;
-      return { outcome: 'closed' as const, taskId, runId, runCancelled: cancelled !== null };
+      return { kind: 'closed' as const, taskId, runId, runCancelled: cancelled !== null };
     });
   }
 
@@ -164,7 +164,7 @@ export class TaskIntakeService {
   private async existing(item: ExternalWorkItem): Promise<OpenResult> {
     const known = await this.findAndRefresh(item);
     if (!known) throw new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
-    return { outcome: 'exists', ...known };
+    return { kind: 'exists', ...known };
   }
 
   /**

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { WebhooksError, WebhooksErrorCode } from './webhooks.errors';
-import { isDbUnavailableError } from '../database/transaction';
+import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { deliveryRow, PlaneDelivery, readPlaneDelivery, UNSTORABLE_REASONS } from './plane-delivery';
 import { HandledOutcome, PLANE, PlaneEventHandler } from './plane-event-handler';

@@ -108,7 +108,7 @@ export function parsePlaneEvent(body: unknown, ignore?: string): PlaneEvent {
   if (event === null) throw bad(`event is required (a string of at most ${MAX_ID} characters)`);
   if (!isObject(body.data)) throw bad('data must be an object');
   const draft = planeVersion(body) === 'v2' ? parseV2(body, event, body.data) : parseV1(body, event, body.data);
-  return finish(ignore === undefined ? draft : { ...draft, intent: 'none', ignoreReason: ignore });
+  return toEvent(ignore === undefined ? draft : { ...draft, intent: 'none', ignoreReason: ignore });
 }
 
 function parseV1(body: Record<string, unknown>, event: string, data: Record<string, unknown>): Draft {
@@ -160,7 +160,7 @@ function parseV2(body: Record<string, unknown>, event: string, data: Record<stri
 
 type Draft = Omit<PlaneEvent, 'title' | 'description' | 'url' | 'metadata'> & { data: Record<string, unknown> };
 
-function finish({ data, ...e }: Draft): PlaneEvent {
+function toEvent({ data, ...e }: Draft): PlaneEvent {
   if (e.intent === 'upsert' && e.projectId === null) throw bad('data.project is required for a work-item event');
   const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) } : null;
   const updatedAt = text(data.updated_at, MAX_ID);

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { PgStatements } from '../database/pg-statements';
-import { queryRows } from '../database/transaction';
+import { queryRows } from '../database/query-rows';
 import { DeliveryStatus, UQ_WEBHOOK_DELIVERIES_DEDUPE } from './webhook-delivery.entity';
 
 export interface NewDelivery {
@@ -147,7 +147,7 @@ export class WebhookDeliveriesRepository {
    * Stores what processing concluded. A replay that finds the task already there does not turn a
    * `processed` delivery into a `duplicate`: the first pass did create it.
    */
-  async finish(id: string, o: DeliveryOutcome, em?: EntityManager): Promise<void> {
+  async recordOutcome(id: string, o: DeliveryOutcome, em?: EntityManager): Promise<void> {
     const params = [id, o.status, o.reason, o.error ?? null, o.taskId ?? null, o.runId ?? null];
     // Prepared only outside a transaction (preparedRows' 26000 fallback resends; a transaction could not).
     if (em) await em.query(FINISH_DELIVERY, params);

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { queryRows } from '../../database/transaction';
+import { queryRows } from '../../database/query-rows';
 import { PK_IDEMPOTENCY_KEYS } from './idempotency-key.entity';
 
 export interface StoredKey {

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../../database/transaction';
+import { queryRows } from '../../database/query-rows';
 import { StepStatus } from './run-step.entity';
 
 /** Who is asking: the attempt that (believes it) holds the run. */

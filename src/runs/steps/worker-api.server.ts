@@ -3,7 +3,7 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import type { AddressInfo } from 'node:net';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
-import { isTransientDbError } from '../../database/transaction';
+import { isTransientDbError } from '../../database/pg-errors';
 import { MetricsService } from '../../metrics/metrics.service';
 import { fail, LlmProxy, readBody } from '../llm-cache/llm-proxy';
 import { AttemptGrant, RunAttempts } from './run-attempts';

@@ -3,7 +3,8 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
-import { isTransientDbError } from '../../database/transaction';
+import { retryWithBackoff } from '../../common/backoff';
+import { isTransientDbError } from '../../database/pg-errors';
 import { MetricsService } from '../../metrics/metrics.service';
 import { NotificationEventType } from '../../notifications/notification-log.entity';
 import { OutboxWriter } from '../../notifications/outbox.writer';
@@ -24,7 +25,7 @@ export interface FinalizeRequest {
   workerId: string;
 }
 
-export type FinalizeResult = { written: true; row: RunRow; notificationId: string | null } | { written: false };
+export type FinalizeResult = { kind: 'written'; row: RunRow; notificationId: string | null } | { kind: 'fenced' };
 
 /**
  * The fenced finalize: `UPDATE … WHERE id = $1 AND fencing_token = $token AND status = 'RUNNING'`
@@ -46,23 +47,22 @@ export class RunFinalizer {
   ) {}
 
   async finalize(req: FinalizeRequest): Promise<FinalizeResult> {
-    let delay = 50;
-    let ambiguous = false;
-    const deadline = Date.now() + Math.max(10 * 60_000, this.config.runLockTtlMs * 10);
-    for (;;) {
-      try {
+    return retryWithBackoff(
+      async (ambiguous) => {
         const result = await this.writeOnce(req);
-        if (!result.written && ambiguous) return this.settle(req);
-        if (!result.written) this.metrics.duplicate('fence');
+        if (result.kind === 'fenced' && ambiguous) return this.settle(req);
+        if (result.kind === 'fenced') this.metrics.duplicate('fence');
         return result;
-      } catch (err) {
-        if (!isTransientDbError(err) || Date.now() > deadline) throw err;
-        ambiguous = true;
-        this.logger.warn({ msg: 'finalize failed on a connection error; retrying', runId: req.runId, retryInMs: delay, err: String(err) });
-        await new Promise((r) => setTimeout(r, delay));
-        delay = Math.min(delay * 2, 5000);
-      }
-    }
+      },
+      {
+        retryable: isTransientDbError,
+        firstDelayMs: 50,
+        maxDelayMs: 5000,
+        deadline: Date.now() + Math.max(10 * 60_000, this.config.runLockTtlMs * 10),
+        onRetry: (err, delay) =>
+          this.logger.warn({ msg: 'finalize failed on a connection error; retrying', runId: req.runId, retryInMs: delay, err: String(err) }),
+      },
+    );
   }
 
   /**
@@ -82,11 +82,11 @@ export class RunFinalizer {
       workerId: req.workerId,
       outbox,
     });
-    if (!row) return { written: false };
+    if (!row) return { kind: 'fenced' };
     const notificationId = row.notification_id ?? null;
     if (outbox) this.outbox.written(notificationId);
     delete row.notification_id;
-    return { written: true, row, notificationId };
+    return { kind: 'written', row, notificationId };
   }
 
   /** RUNNING → RETRYING without counting the interrupted attempt (a graceful shutdown). */
@@ -98,9 +98,9 @@ export class RunFinalizer {
   private async settle(req: FinalizeRequest): Promise<FinalizeResult> {
     const row = await this.runs.readBack(req.runId);
     if (row && row.status === req.to && row.fencing_token === req.token) {
-      return { written: true, row, notificationId: await this.outbox.latestIdForRun(this.ds, req.runId) };
+      return { kind: 'written', row, notificationId: await this.outbox.latestIdForRun(this.ds, req.runId) };
     }
     this.metrics.duplicate('fence');
-    return { written: false };
+    return { kind: 'fenced' };
   }
 }

@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import type { NamedStatement } from '../../database/named-params';
 import { PgStatements } from '../../database/pg-statements';
-import { queryRows } from '../../database/transaction';
+import { queryRows } from '../../database/query-rows';
 import { RunStatus } from '../run-status';
 import { RunRow, RunTransitionsRepository, TransitionSpec } from '../run-transitions.repository';
 
@@ -73,7 +73,7 @@ export class RunWorkerRepository {
       workerId: req.workerId,
       reason: 'claimed',
     };
-    const rows = await this.statements.lastRowsOfOneTrip<ClaimedRow>([
+    const rows = await this.statements.inOneRoundTrip<ClaimedRow>([
       { text: 'SELECT p.id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p', values: [runId] },
       this.transitions.statement(runId, spec),
     ]);

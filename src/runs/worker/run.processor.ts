@@ -139,7 +139,7 @@ export class RunProcessor implements OnModuleInit {
       throw new RetryLaterError(outcome.delayMs, 'attempt aborted (lock lost or cancelled)');
     }
     const { to, reason, lastError, delayMs } = outcome;
-    const written = await this.finalizer.finalize({
+    const finalized = await this.finalizer.finalize({
       runId,
       token: a.token,
       projectName: a.projectName,
@@ -150,13 +150,13 @@ export class RunProcessor implements OnModuleInit {
       lastError,
       reason,
     });
-    if (!written.written) {
+    if (finalized.kind === 'fenced') {
       this.logger.warn({ msg: 'finalize fenced out: a newer holder owns the run', runId, jobId: a.job.id, fencingToken: a.token });
       return 'fenced';
     }
     // Without a Slack URL the row is SKIPPED and no process takes notification jobs: a kick would
     // only leave a job nobody ever consumes.
-    if (written.notificationId && this.config.slackWebhookUrl) await this.kicker.kick(written.notificationId).catch(() => undefined);
+    if (finalized.notificationId && this.config.slackWebhookUrl) await this.kicker.kick(finalized.notificationId).catch(() => undefined);
     this.logger.log({ msg: 'run finished attempt', runId, jobId: a.job.id, attempt: a.attempt, status: to, reason });
     if (to === RunStatus.RETRYING) throw new RetryLaterError(delayMs, reason);
     return to === RunStatus.SUCCESS ? 'succeeded' : 'failed';
