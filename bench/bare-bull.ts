@@ -23,7 +23,11 @@ export interface BareBullResult {
   redisCpuMsPerJob: number;
 }
 
-export async function measureBareBull(config: AppConfig, jobs: number, producerConcurrency: number): Promise<BareBullResult> {
+export async function measureBareBull(
+  config: AppConfig,
+  jobs: number,
+  producerConcurrency: number,
+): Promise<BareBullResult> {
   const queueName = `bare_${randomUUID().slice(0, 8)}`;
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
     env: {
@@ -53,7 +57,9 @@ export async function measureBareBull(config: AppConfig, jobs: number, producerC
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(null, config.redisUrl);
     const t0 = Date.now();
-    await pool(jobs, producerConcurrency, (i) => producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }));
+    await pool(jobs, producerConcurrency, (i) =>
+      producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }),
+    );
     const deadline = Date.now() + 120_000;
     while (completed < jobs) {
       if (Date.now() > deadline) throw new Error(`bare Bull: only ${completed}/${jobs} jobs completed in 120 s`);

@@ -97,7 +97,9 @@ async function main(): Promise<void> {
     for (const workers of [1, 2]) {
       const batch = await createRuns(create, projectIds, runsPerPhase, producers);
       runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
-      log(`guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`);
+      log(
+        `guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`,
+      );
       const g = await measureGuarded(
         {
           ds,
@@ -112,7 +114,9 @@ async function main(): Promise<void> {
         batch.ids,
         workers,
       );
-      log(`  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`);
+      log(
+        `  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`,
+      );
       guarded.push(g);
     }
 
@@ -158,7 +162,9 @@ async function main(): Promise<void> {
   } finally {
     await app?.close().catch(() => undefined);
     await dropDatabase(databaseUrl).catch((err: unknown) => log(`could not drop the scratch database: ${String(err)}`));
-    await dropRedisPrefix(base.redisUrl, tag).catch((err: unknown) => log(`could not delete Redis keys ${tag}:*: ${String(err)}`));
+    await dropRedisPrefix(base.redisUrl, tag).catch((err: unknown) =>
+      log(`could not delete Redis keys ${tag}:*: ${String(err)}`),
+    );
     rmSync(workspaceRoot, { recursive: true, force: true });
   }
 }

@@ -33,13 +33,20 @@ const roundOrNull = (n: number | null, digits = 0) => (n === null ? null : round
 export function buildReport(i: BenchInputs) {
   const [one, two] = i.guarded;
   const guardRatio = one.runsPerSec / i.bare.jobsPerSec;
-  const appRss = [...i.guarded.flatMap((g) => g.workerPeakRssMb), i.intake.serverPeakRssMb].filter((x): x is number => x !== null);
+  const appRss = [...i.guarded.flatMap((g) => g.workerPeakRssMb), i.intake.serverPeakRssMb].filter(
+    (x): x is number => x !== null,
+  );
   const peakRssMb = appRss.length ? Math.max(...appRss) : null;
   const duplicatesExecuted = i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0);
   const targets: Target[] = [
     { name: 'guardRatio', value: round(guardRatio, 2), goal: '>= 0.5', met: guardRatio >= 0.5 },
     { name: 'guardedRunsPerSec', value: round(one.runsPerSec), goal: '>= 1000', met: one.runsPerSec >= 1000 },
-    { name: 'intakeDeliveriesPerSec', value: round(i.intake.deliveriesPerSec), goal: '>= 2000', met: i.intake.deliveriesPerSec >= 2000 },
+    {
+      name: 'intakeDeliveriesPerSec',
+      value: round(i.intake.deliveriesPerSec),
+      goal: '>= 2000',
+      met: i.intake.deliveriesPerSec >= 2000,
+    },
     { name: 'intakeP99Ms', value: round(i.intake.all.p99Ms, 1), goal: '<= 25', met: i.intake.all.p99Ms <= 25 },
     { name: 'lockRatio', value: round(i.locks.lockRatio, 2), goal: '>= 0.8', met: i.locks.lockRatio >= 0.8 },
     { name: 'peakRssMb', value: peakRssMb ?? NaN, goal: '<= 250', met: peakRssMb !== null && peakRssMb <= 250 },

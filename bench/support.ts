@@ -83,7 +83,10 @@ export interface AppProcess {
  */
 export async function startApp(env: Record<string, string>, nodeArgs: string[] = []): Promise<AppProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, MAIN_JS], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, MAIN_JS], {
+    env: { ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (c) => (out = (out + c).slice(-20_000)));
   child.stderr!.on('data', (c) => (out = (out + c).slice(-20_000)));
@@ -192,9 +195,11 @@ export async function serviceCpu(
   const redis = new Redis(redisUrl);
   const backends = async (): Promise<number[]> =>
     pg
-      ? (await pg.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')).rows.map(
-          (r) => r.pid,
-        )
+      ? (
+          await pg.query<{ pid: number }>(
+            'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+          )
+        ).rows.map((r) => r.pid)
       : [];
   const redisCpu = async (): Promise<number> => {
     const info = await redis.info('cpu');

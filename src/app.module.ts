@@ -29,7 +29,9 @@ export class AppModule {
       imports: [
         AppConfigModule.forRoot(config),
         LoggerModule.forRoot(loggerParams(config)),
-        TypeOrmModule.forRoot({ ...dataSourceOptions(config.databaseUrl, Math.max(10, config.workerConcurrency * 2 + 5)) }),
+        TypeOrmModule.forRoot({
+          ...dataSourceOptions(config.databaseUrl, Math.max(10, config.workerConcurrency * 2 + 5)),
+        }),
         DatabaseModule,
         MetricsModule,
         LocksModule,

@@ -22,7 +22,9 @@ describe('LockService (real Redis)', () => {
   });
 
   it('gives the lock to exactly one of 50 concurrent acquirers', async () => {
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? locks : other).acquire('race', 5000)));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => (i % 2 ? locks : other).acquire('race', 5000)),
+    );
     expect(results.filter(Boolean)).toHaveLength(1);
   });
 
@@ -252,7 +254,9 @@ describe('Heartbeat edges (real Redis)', () => {
   it('extend errors are reported and tolerated until the lease’s validity runs out', async () => {
     const startedAt = Date.now();
     const errors: unknown[] = [];
-    const hb = new Heartbeat(() => Promise.reject(new Error('redis down')), 600, 'errors', { onError: (e) => errors.push(e) }).start();
+    const hb = new Heartbeat(() => Promise.reject(new Error('redis down')), 600, 'errors', {
+      onError: (e) => errors.push(e),
+    }).start();
     await waitFor(() => hb.signal.aborted, 3000, 'abort once the lease may have lapsed');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(550);
     expect(errors.length).toBeGreaterThanOrEqual(1);
@@ -269,7 +273,11 @@ describe('Heartbeat edges (real Redis)', () => {
       const checking = new Heartbeat(async () => (++beats, true), 300, 'no-handler-check', {
         onBeat: () => Promise.reject(new Error('db blip')),
       }).start();
-      await waitFor(() => failing.signal.aborted && beats >= 3, 3000, 'the failing lease to lapse and three checked beats');
+      await waitFor(
+        () => failing.signal.aborted && beats >= 3,
+        3000,
+        'the failing lease to lapse and three checked beats',
+      );
       checking.stop();
       expect(checking.signal.aborted).toBe(false);
       expect(unhandled).toEqual([]);
@@ -281,7 +289,9 @@ describe('Heartbeat edges (real Redis)', () => {
   it('an extend that hangs is cut off at the lease’s validity (extend_error)', async () => {
     const startedAt = Date.now();
     const errors: unknown[] = [];
-    const hb = new Heartbeat(() => new Promise<boolean>(() => undefined), 400, 'hangs', { onError: (e) => errors.push(e) }).start();
+    const hb = new Heartbeat(() => new Promise<boolean>(() => undefined), 400, 'hangs', {
+      onError: (e) => errors.push(e),
+    }).start();
     await waitFor(() => hb.signal.aborted, 3000, 'abort when the hanging extend times out');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(350);
     expect((hb.signal.reason as LockLostError).reason).toBe('extend_error');

@@ -5,7 +5,11 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { DeliveryResult, NotificationDeliveryService, POST_ABORT_GRACE_MS } from '../src/notifications/notification-delivery.service';
+import {
+  DeliveryResult,
+  NotificationDeliveryService,
+  POST_ABORT_GRACE_MS,
+} from '../src/notifications/notification-delivery.service';
 import { NotificationKicker } from '../src/notifications/notification-kicker';
 import { NotificationSweeper } from '../src/notifications/notification-sweeper';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
@@ -51,7 +55,9 @@ describe('notification claims', () => {
     const runId = randomUUID();
     const id = await t.app
       .get<DataSource>(getDataSourceToken())
-      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }));
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }),
+      );
     return { id: id!, runId };
   }
 
@@ -60,7 +66,11 @@ describe('notification claims', () => {
     stub.plan(row.runId, { hold: true });
     let settled = 0;
     const calls = Array.from({ length: 10 }, () => delivery.deliver(row.id).finally(() => settled++));
-    await waitFor(() => settled === 9 && stub.held(row.runId).length === 1, 10_000, 'nine deliverers to be turned away');
+    await waitFor(
+      () => settled === 9 && stub.held(row.runId).length === 1,
+      10_000,
+      'nine deliverers to be turned away',
+    );
     expect(stub.for(row.runId)).toHaveLength(1);
     stub.held(row.runId)[0].release({ status: 200 });
     const results = await Promise.all(calls);
@@ -102,7 +112,10 @@ describe('notification claims', () => {
     const first = delivery.deliver(row.id);
     await waitFor(() => stub.held(row.runId).length === 1, 10_000, 'the first POST');
     // What a takeover leaves behind (the first deliverer froze past its lease; another claimed).
-    await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [row.id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`,
+      [row.id],
+    );
     await waitFor(() => stub.for(row.runId)[0].state === 'aborted', 5000, 'the first deliverer to drop its POST');
     expect(await first).toMatchObject({ kind: 'later' });
     expect(stub.delivered(row.runId)).toBe(0);
@@ -136,7 +149,11 @@ describe('notification claims', () => {
     // The lock key vanished with Redis' memory; the claim in Postgres is still ours and extended.
     const lostAt = Date.now();
     lock.abort(new Error('lock lost: extend_failed'));
-    await waitFor(() => Date.now() - lostAt > 2 * POST_ABORT_GRACE_MS, 5000, 'twice the grace of an aborted lock to pass');
+    await waitFor(
+      () => Date.now() - lostAt > 2 * POST_ABORT_GRACE_MS,
+      5000,
+      'twice the grace of an aborted lock to pass',
+    );
     expect(stub.for(row.runId)[0].state).toBe('held');
     stub.held(row.runId)[0].release({ status: 200 });
     expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
@@ -160,7 +177,10 @@ describe('notification claims', () => {
 
   it('fails, and never re-posts, a row whose final attempt died with its deliverer', async () => {
     const row = await pendingRow();
-    await db().query(`UPDATE notification_logs SET attempts = 5, claimed_until = now() - interval '1 second' WHERE id = $1`, [row.id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = 5, claimed_until = now() - interval '1 second' WHERE id = $1`,
+      [row.id],
+    );
     expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'skip' });
     expect(stub.for(row.runId)).toHaveLength(0);
     expect(await t.app.get(NotificationSweeper).sweep()).toMatchObject({ failed: 1 });
@@ -174,7 +194,9 @@ describe('notification claims', () => {
     const again = await t.app
       .get<DataSource>(getDataSourceToken())
       .transaction((em) =>
-        t.app.get(OutboxWriter).add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
+        t.app
+          .get(OutboxWriter)
+          .add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
       );
     expect(again).toBeNull();
     await delivery.deliver(row.id);
@@ -214,11 +236,16 @@ describe('notification claims: recording after a takeover', () => {
     const runId = randomUUID();
     const id = (await t.app
       .get<DataSource>(getDataSourceToken())
-      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` })))!;
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` }),
+      ))!;
     stub.plan(runId, { hold: true });
     const first = delivery.deliver(id);
     await waitFor(() => stub.held(runId).length === 1, 10_000, 'the first POST');
-    await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`,
+      [id],
+    );
     stub.held(runId)[0].release({ status });
     expect(await first).toMatchObject({ kind: 'later', reason: 'claim taken over by another deliverer' });
     // The new holder's claim still stands: a third deliverer is turned away.
@@ -263,10 +290,14 @@ describe('notifications without a Slack URL', () => {
     });
     expect(fin.kind).toBe('written');
     const res = await t.http.get('/api/notifications').query({ runId }).set(auth);
-    expect(res.body).toEqual({ items: [{ runId, eventType: 'run.succeeded', channel: 'slack', status: 'SKIPPED', attempts: 0, sentAt: null }] });
+    expect(res.body).toEqual({
+      items: [{ runId, eventType: 'run.succeeded', channel: 'slack', status: 'SKIPPED', attempts: 0, sentAt: null }],
+    });
     const { rows } = await db().query('SELECT last_error FROM notification_logs WHERE run_id = $1', [runId]);
     expect(rows[0].last_error).toBe('SLACK_WEBHOOK_URL is not set');
-    const skipped = (await t.app.get(MetricsService).notifications.get()).values.find((v) => v.labels.outcome === 'skipped')?.value;
+    const skipped = (await t.app.get(MetricsService).notifications.get()).values.find(
+      (v) => v.labels.outcome === 'skipped',
+    )?.value;
     expect(skipped).toBe(1);
   });
 

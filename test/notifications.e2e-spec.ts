@@ -26,7 +26,9 @@ describe('notifications outbox', () => {
 
   beforeAll(async () => {
     stub = await SlackStub.start();
-    t = await startApp(testEnv('notify', countFile, { SLACK_WEBHOOK_URL: stub.url, NOTIFY_MAX_ATTEMPTS: '4', WORKER_CONCURRENCY: '8' }));
+    t = await startApp(
+      testEnv('notify', countFile, { SLACK_WEBHOOK_URL: stub.url, NOTIFY_MAX_ATTEMPTS: '4', WORKER_CONCURRENCY: '8' }),
+    );
     queue = t.app.get(getQueueToken(NOTIFICATIONS_QUEUE));
     project = await createProject(t.http, { maxConcurrentRuns: 200 });
   });
@@ -64,7 +66,8 @@ describe('notifications outbox', () => {
   /** Finalize as RunProcessor does: kick delivery after the commit when a row was written. */
   async function finalizeAndKick(runId: string, token: number, to: RunStatus.SUCCESS | RunStatus.FAILED) {
     const result = await finalize(runId, token, to);
-    if (result.kind === 'written' && result.notificationId) await t.app.get(NotificationKicker).kick(result.notificationId);
+    if (result.kind === 'written' && result.notificationId)
+      await t.app.get(NotificationKicker).kick(result.notificationId);
     return result;
   }
 
@@ -72,7 +75,10 @@ describe('notifications outbox', () => {
   async function quiet(runIds: string[]): Promise<void> {
     await waitFor(
       async () => {
-        const { rows } = await db().query(`SELECT count(*)::int AS n FROM notification_logs WHERE run_id = ANY($1) AND status = 'PENDING'`, [runIds]);
+        const { rows } = await db().query(
+          `SELECT count(*)::int AS n FROM notification_logs WHERE run_id = ANY($1) AND status = 'PENDING'`,
+          [runIds],
+        );
         const c = await queue.getJobCounts();
         return rows[0].n === 0 && c.waiting + c.active + c.delayed === 0;
       },
@@ -84,7 +90,14 @@ describe('notifications outbox', () => {
   async function listed(runId: string) {
     const res = await t.http.get('/api/notifications').query({ runId }).set(auth);
     expect(res.status).toBe(200);
-    return res.body.items as Array<{ runId: string; eventType: string; channel: string; status: string; attempts: number; sentAt: string | null }>;
+    return res.body.items as Array<{
+      runId: string;
+      eventType: string;
+      channel: string;
+      status: string;
+      attempts: number;
+      sentAt: string | null;
+    }>;
   }
 
   it('announces 100 concurrently finished runs exactly once each, despite duplicate and stale finalizes', async () => {
@@ -193,7 +206,11 @@ describe('notifications outbox', () => {
     // A job for this id ran before its row existed and completed with nothing to do.
     await t.app.get(NotificationKicker).kick(notificationId);
     const jobId = notificationJobId(notificationId, 0);
-    await waitFor(async () => (await (await queue.getJob(jobId))?.getState()) === 'completed', 10_000, 'the early job to complete');
+    await waitFor(
+      async () => (await (await queue.getJob(jobId))?.getState()) === 'completed',
+      10_000,
+      'the early job to complete',
+    );
     await db().query(
       `INSERT INTO notification_logs (id, run_id, event_type, channel, status, message) VALUES ($1, $2, 'run.succeeded', 'slack', 'PENDING', $3)`,
       [notificationId, runId, JSON.stringify({ text: `late row for ${runId}` })],
@@ -209,7 +226,11 @@ describe('notifications outbox', () => {
     const runId = randomUUID();
     await t.app.get(NotificationKicker).kick(notificationId);
     const jobId = notificationJobId(notificationId, 0);
-    await waitFor(async () => (await (await queue.getJob(jobId))?.getState()) === 'completed', 10_000, 'the early job to complete');
+    await waitFor(
+      async () => (await (await queue.getJob(jobId))?.getState()) === 'completed',
+      10_000,
+      'the early job to complete',
+    );
     // What a Redis wipe racing Bull's own scripts leaves: the job's hash, in no list. Bull
     // answers an add of that id by doing nothing.
     await queue.client.zrem(queue.toKey('completed'), jobId);
@@ -237,7 +258,16 @@ describe('notifications outbox', () => {
     expect(stub.for(bad.id)[0].text).toContain('FAILED');
 
     const items = await listed(ok.id);
-    expect(items).toEqual([{ runId: ok.id, eventType: 'run.succeeded', channel: 'slack', status: 'SENT', attempts: 1, sentAt: expect.any(String) }]);
+    expect(items).toEqual([
+      {
+        runId: ok.id,
+        eventType: 'run.succeeded',
+        channel: 'slack',
+        status: 'SENT',
+        attempts: 1,
+        sentAt: expect.any(String),
+      },
+    ]);
     expect(Number.isNaN(Date.parse(items[0].sentAt!))).toBe(false);
     expect(await listed(bad.id)).toEqual([expect.objectContaining({ eventType: 'run.failed', status: 'SENT' })]);
     expect(await listed(randomUUID())).toEqual([]);

@@ -51,7 +51,10 @@ describe('operations: metrics, scheduled tasks, health', () => {
     };
     t.app.get(ScheduledTasks).register('test.slow', slow);
     twin.app.get(ScheduledTasks).register('test.slow', slow);
-    const results = await Promise.all([t.app.get(ScheduledTasks).runOnce('test.slow'), twin.app.get(ScheduledTasks).runOnce('test.slow')]);
+    const results = await Promise.all([
+      t.app.get(ScheduledTasks).runOnce('test.slow'),
+      twin.app.get(ScheduledTasks).runOnce('test.slow'),
+    ]);
     expect(results.sort()).toEqual(['busy', 'ran']);
     expect(overlap).toBe(1);
     expect(ran).toBe(1);
@@ -90,7 +93,9 @@ describe('operations: metrics, scheduled tasks, health', () => {
 
   it('publishes an OpenAPI document describing every API route', async () => {
     const doc = (await t.http.get('/docs-json')).body as { paths: Record<string, Record<string, unknown>> };
-    const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     for (const r of [
       'POST /api/projects',
       'GET /api/projects',

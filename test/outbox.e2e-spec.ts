@@ -48,7 +48,9 @@ describe('outbox writer and notification claims', () => {
       )
     ).rows[0];
   /** A row as the writer and earlier attempts left it; times are ms from now. */
-  async function insert(s: { status?: string; attempts?: number; dueMs?: number; claimMs?: number | null } = {}): Promise<string> {
+  async function insert(
+    s: { status?: string; attempts?: number; dueMs?: number; claimMs?: number | null } = {},
+  ): Promise<string> {
     const { rows } = await db().query(
       `INSERT INTO notification_logs (run_id, event_type, channel, status, message, attempts, next_attempt_at, claimed_until)
        VALUES ($1, 'run.succeeded', 'slack', $2, '{"text":"hi"}', $3, now() + $4::int * interval '1 millisecond',
@@ -91,7 +93,9 @@ describe('outbox writer and notification claims', () => {
         throw new Error('finalize rolled back');
       }),
     ).rejects.toThrow('finalize rolled back');
-    expect((await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n).toBe(0);
+    expect(
+      (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n,
+    ).toBe(0);
   });
 
   it('cte(): the row as a CTE of the caller’s statement (named values), only when the source yields the run, once', async () => {
@@ -105,7 +109,8 @@ describe('outbox writer and notification claims', () => {
       const { rows } = await db().query(text, values);
       return rows[0].notification_id;
     };
-    const count = async (id: string) => (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;
+    const count = async (id: string) =>
+      (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;
     const pending = new OutboxWriter({ slackConfigured: true });
     // The transition did not happen: no row.
     expect(await finalize(pending, false)).toBeNull();
@@ -126,7 +131,11 @@ describe('outbox writer and notification claims', () => {
     // Without Slack: SKIPPED, with the reason.
     const other = newRun();
     const skipped = await finalize(new OutboxWriter({ slackConfigured: false }), true, other);
-    expect(await row(skipped!)).toMatchObject({ run_id: other, status: 'SKIPPED', last_error: 'SLACK_WEBHOOK_URL is not set' });
+    expect(await row(skipped!)).toMatchObject({
+      run_id: other,
+      status: 'SKIPPED',
+      last_error: 'SLACK_WEBHOOK_URL is not set',
+    });
   });
 
   it('written(): counts a SKIPPED row that was written, nothing else; add() reports its row', async () => {
@@ -189,7 +198,10 @@ describe('outbox writer and notification claims', () => {
     expect(later).toMatchObject({ kind: 'later', reason: 'next attempt not due yet' });
     expect((later as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 20);
     expect((later as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 21);
-    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({ kind: 'later', delayMs: 20 });
+    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({
+      kind: 'later',
+      delayMs: 20,
+    });
     // The wait ends 20 ms AFTER the attempt is due (never before it): at least the time left
     // when read after whyNot() (time only shrinks it), plus the margin.
     const due = await insert({ attempts: 4, dueMs: 3000 });
@@ -245,7 +257,11 @@ describe('outbox writer and notification claims', () => {
     const held = await insert({ attempts: 5, claimMs: 5000 });
     const left = await insert({ attempts: 4 });
     expect(await claims.failExhausted(5)).toBeGreaterThanOrEqual(1);
-    expect(await row(dead)).toMatchObject({ status: 'FAILED', claimed_until: null, last_error: expect.stringMatching(/interrupted/) });
+    expect(await row(dead)).toMatchObject({
+      status: 'FAILED',
+      claimed_until: null,
+      last_error: expect.stringMatching(/interrupted/),
+    });
     expect(await row(held)).toMatchObject({ status: 'PENDING' });
     expect(await row(left)).toMatchObject({ status: 'PENDING' });
   });

@@ -50,7 +50,10 @@ describe('pg statements', () => {
     // One implicit transaction: the first statement's lock is held while the second runs.
     const [held] = await statements.inOneRoundTrip<{ n: number }>([
       { text: 'SELECT pg_advisory_xact_lock($1)', values: [4242] },
-      { text: `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND pid = pg_backend_pid()`, values: [4242] },
+      {
+        text: `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND pid = pg_backend_pid()`,
+        values: [4242],
+      },
     ]);
     expect(held.n).toBe(1);
     // ...and rolled back together: a failing second statement undoes the first.
@@ -84,13 +87,16 @@ describe('pg statements', () => {
 
   it('prepares a statement once per connection, and falls back to unnamed ones when they vanish', async () => {
     const text = 'SELECT $1::int + 1 AS n, pg_sleep(0.02) IS NULL AS slept';
-    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => statements.preparedRows<{ n: number }>(text, [base + i])));
+    const all = (base: number) =>
+      Promise.all(Array.from({ length: 6 }, (_, i) => statements.preparedRows<{ n: number }>(text, [base + i])));
     // Concurrent, so that every connection of the pool (3) prepares it.
     expect((await all(0)).map((rows) => rows[0].n)).toEqual([1, 2, 3, 4, 5, 6]);
     const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
     const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
     for (const c of clients)
-      expect((await c.query('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text])).rows).toEqual([{ n: 1 }]);
+      expect(
+        (await c.query('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text])).rows,
+      ).toEqual([{ n: 1 }]);
     // A pooler that swapped the server connection (or a DEALLOCATE): pg still believes it prepared.
     for (const c of clients) await c.query('DEALLOCATE ALL');
     clients.forEach((c) => c.release());
@@ -103,13 +109,16 @@ describe('pg statements', () => {
       { text: 'SELECT $1::int AS a', values: [i] },
       { text: 'SELECT $1::int * 2 AS n, pg_sleep(0.02) IS NULL AS slept', values: [i] },
     ];
-    const all = (base: number) => Promise.all(Array.from({ length: 6 }, (_, i) => statements.inOneRoundTrip<{ n: number }>(trip(base + i))));
+    const all = (base: number) =>
+      Promise.all(Array.from({ length: 6 }, (_, i) => statements.inOneRoundTrip<{ n: number }>(trip(base + i))));
     expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
     expect((await all(0)).map((rows) => rows[0].n)).toEqual([0, 2, 4, 6, 8, 10]);
     const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
     const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
     for (const c of clients) {
-      const { rows } = await c.query(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'ot\\_%' AND from_sql`);
+      const { rows } = await c.query(
+        `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'ot\\_%' AND from_sql`,
+      );
       expect(rows).toEqual([{ n: 2 }]); // both, once
     }
     for (const c of clients) await c.query('DEALLOCATE ALL');
@@ -127,7 +136,9 @@ describe('pg statements', () => {
     const pool = (ds.driver as unknown as { master: import('pg').Pool }).master;
     const clients = await Promise.all(Array.from({ length: 3 }, () => pool.connect()));
     for (const c of clients) {
-      const { rows } = await c.query(`SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE '%AS unprepared%'`);
+      const { rows } = await c.query(
+        `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE '%AS unprepared%'`,
+      );
       expect(rows).toEqual([{ n: 0 }]);
     }
     clients.forEach((c) => c.release());

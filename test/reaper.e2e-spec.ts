@@ -44,7 +44,10 @@ describe('the reaper (RunReaper.reapStuck)', () => {
   afterEach(async () => {
     jest.restoreAllMocks();
     // Nothing a test leaves RUNNING may be reaped by the next one.
-    await db().query(`UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = $1 AND status = 'RUNNING'`, [project.id]);
+    await db().query(
+      `UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = $1 AND status = 'RUNNING'`,
+      [project.id],
+    );
   });
   afterAll(async () => {
     await t.close();
@@ -53,7 +56,14 @@ describe('the reaper (RunReaper.reapStuck)', () => {
 
   /** A RUNNING run whose holder died: lease ended `leaseMs` from now (negative: expired). */
   const stuckRun = (leaseMs = -1000, attempts = 1) =>
-    insertRun(project.id, { status: 'RUNNING', attempts, fencing_token: 4, lease_owner: 'dead-worker', leaseMs, started_at: new Date() });
+    insertRun(project.id, {
+      status: 'RUNNING',
+      attempts,
+      fencing_token: 4,
+      lease_owner: 'dead-worker',
+      leaseMs,
+      started_at: new Date(),
+    });
 
   /** Runs `meanwhile` after the reaper looked at run `id` and checked its lock, just before it writes. */
   function betweenLookAndWrite(id: string, meanwhile: () => Promise<void>): void {
@@ -75,10 +85,17 @@ describe('the reaper (RunReaper.reapStuck)', () => {
     const before = await runRow(id);
     expect(await reaper.reapStuck()).toMatchObject({ retried: expect.any(Number) });
     const row = await runRow(id);
-    expect(row).toMatchObject({ status: 'RETRYING', lease_owner: null, lease_expires_at: null, last_error: 'worker lost (lease expired)' });
+    expect(row).toMatchObject({
+      status: 'RETRYING',
+      lease_owner: null,
+      lease_expires_at: null,
+      last_error: 'worker lost (lease expired)',
+    });
     expect(row.dispatch_generation).toBe(before.dispatch_generation + 1);
     expect(await queue.getJob(runJobId(id, row.dispatch_generation))).not.toBeNull();
-    expect((await reaperEvents(id)).map((e) => [e.from_status, e.to_status, e.fencing_token])).toEqual([['RUNNING', 'RETRYING', '4']]);
+    expect((await reaperEvents(id)).map((e) => [e.from_status, e.to_status, e.fencing_token])).toEqual([
+      ['RUNNING', 'RETRYING', '4'],
+    ]);
   });
 
   it('fails a stuck run whose attempts are spent, with its outbox row in the same write', async () => {

@@ -40,19 +40,37 @@ describe('dispatch and retry', () => {
     expect(job?.data).toEqual({ runId: id, generation: 1 });
     const events = await runEvents(id);
     expect(events).toEqual([
-      expect.objectContaining({ from_status: 'PENDING', to_status: 'QUEUED', reason: 'dispatched', worker_id: t.app.get(WORKER_ID) }),
+      expect.objectContaining({
+        from_status: 'PENDING',
+        to_status: 'QUEUED',
+        reason: 'dispatched',
+        worker_id: t.app.get(WORKER_ID),
+      }),
     ]);
   });
 
   it('/retry starts a FAILED run over: attempts 0, no error, not finished, a new generation and job', async () => {
     const project = await insertProject();
-    const id = await insertRun(project.id, { status: 'FAILED', attempts: 3, last_error: 'exit 3', finished_at: new Date() });
+    const id = await insertRun(project.id, {
+      status: 'FAILED',
+      attempts: 3,
+      last_error: 'exit 3',
+      finished_at: new Date(),
+    });
     const res = await post(id, 'retry');
     expect(res.status).toBe(202);
     expect(res.body.jobId).toBe(`run.${id}.g1`);
-    expect(await runRow(id)).toMatchObject({ status: 'QUEUED', attempts: 0, last_error: null, finished_at: null, dispatch_generation: 1 });
+    expect(await runRow(id)).toMatchObject({
+      status: 'QUEUED',
+      attempts: 0,
+      last_error: null,
+      finished_at: null,
+      dispatch_generation: 1,
+    });
     expect((await queue.getJob(`run.${id}.g1`))?.data).toEqual({ runId: id, generation: 1 });
-    expect((await runEvents(id)).map((e) => [e.from_status, e.to_status, e.reason])).toEqual([['FAILED', 'QUEUED', 'retry requested']]);
+    expect((await runEvents(id)).map((e) => [e.from_status, e.to_status, e.reason])).toEqual([
+      ['FAILED', 'QUEUED', 'retry requested'],
+    ]);
   });
 
   it('refuses while another dispatch of the run holds the producer guard, and frees the guard after each call', async () => {

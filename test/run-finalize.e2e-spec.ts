@@ -52,7 +52,8 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     reason: `finished ${to}`,
     workerId: 'worker-f',
   });
-  const outbox = async (runId: string) => (await db().query('SELECT * FROM notification_logs WHERE run_id = $1', [runId])).rows;
+  const outbox = async (runId: string) =>
+    (await db().query('SELECT * FROM notification_logs WHERE run_id = $1', [runId])).rows;
 
   it.each([
     [RunStatus.SUCCESS, 'run.succeeded'],
@@ -75,7 +76,11 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     ]);
     const rows = await outbox(id);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ id: (result as { notificationId: string }).notificationId, event_type: eventType, status: 'SKIPPED' });
+    expect(rows[0]).toMatchObject({
+      id: (result as { notificationId: string }).notificationId,
+      event_type: eventType,
+      status: 'SKIPPED',
+    });
     expect(rows[0].message.text).toBe(renderText(id, project.name, to, request(id, to).requirement));
   });
 
@@ -83,7 +88,12 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     const result = await finalizer.finalize(request(id, RunStatus.RETRYING));
     expect(result).toMatchObject({ kind: 'written', notificationId: null });
-    expect(await runRow(id)).toMatchObject({ status: 'RETRYING', finished_at: null, lease_owner: null, last_error: 'exit 3' });
+    expect(await runRow(id)).toMatchObject({
+      status: 'RETRYING',
+      finished_at: null,
+      lease_owner: null,
+      last_error: 'exit 3',
+    });
     expect(await outbox(id)).toHaveLength(0);
   });
 
@@ -107,9 +117,16 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     expect(await finalizer.handOver(id, '6', 'worker-f')).toBe(false);
     expect(await finalizer.handOver(id, '7', 'worker-f')).toBe(true);
-    expect(await runRow(id)).toMatchObject({ status: 'RETRYING', attempts: 0, lease_owner: null, lease_expires_at: null });
+    expect(await runRow(id)).toMatchObject({
+      status: 'RETRYING',
+      attempts: 0,
+      lease_owner: null,
+      lease_expires_at: null,
+    });
     const events = await runEvents(id);
-    expect(events.map((e) => [e.to_status, e.reason, e.worker_id])).toEqual([['RETRYING', 'worker shutting down: handed over', 'worker-f']]);
+    expect(events.map((e) => [e.to_status, e.reason, e.worker_id])).toEqual([
+      ['RETRYING', 'worker shutting down: handed over', 'worker-f'],
+    ]);
     const zero = await insertRun(project.id, { status: 'RUNNING', attempts: 0, fencing_token: 2 });
     expect(await finalizer.handOver(zero, '2', 'w')).toBe(true);
     expect((await runRow(zero)).attempts).toBe(0);
@@ -117,9 +134,13 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
 
   it('transition(): the statuses, the token, the extra condition and the caller’s transaction all bind', async () => {
     const id = await insertRun(project.id, { status: 'QUEUED', fencing_token: 3 });
-    await expect(transitions.transition(id, { to: RunStatus.SUCCESS, from: [RunStatus.QUEUED] })).rejects.toThrow(IllegalTransitionError);
+    await expect(transitions.transition(id, { to: RunStatus.SUCCESS, from: [RunStatus.QUEUED] })).rejects.toThrow(
+      IllegalTransitionError,
+    );
     expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.PENDING] })).toBeNull();
-    expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], fencingToken: '2' })).toBeNull();
+    expect(
+      await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], fencingToken: '2' }),
+    ).toBeNull();
     expect(
       await transitions.transition(id, {
         to: RunStatus.CANCELLED,
@@ -131,7 +152,9 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const ds = t.app.get<DataSource>(getDataSourceToken());
     await expect(
       ds.transaction(async (em) => {
-        expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED] }, em)).not.toBeNull();
+        expect(
+          await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED] }, em),
+        ).not.toBeNull();
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -149,7 +172,13 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     });
     expect(row).toMatchObject({ id, status: 'CANCELLED', from_status: 'QUEUED', last_error: 'why' });
     expect(await runEvents(id)).toEqual([
-      expect.objectContaining({ from_status: 'QUEUED', to_status: 'CANCELLED', fencing_token: '3', worker_id: 'w-t', reason: 'test' }),
+      expect.objectContaining({
+        from_status: 'QUEUED',
+        to_status: 'CANCELLED',
+        fencing_token: '3',
+        worker_id: 'w-t',
+        reason: 'test',
+      }),
     ]);
   });
 
@@ -198,21 +227,32 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(id, async (tx) => {
       // As if the first attempt had committed before its answer was lost.
-      await tx.query(`UPDATE runs SET status = 'SUCCESS', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1`, [id]);
+      await tx.query(
+        `UPDATE runs SET status = 'SUCCESS', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1`,
+        [id],
+      );
       await tx.query(
         `INSERT INTO notification_logs (run_id, event_type, channel, status, message) VALUES ($1, 'run.succeeded', 'slack', 'SKIPPED', '{}')`,
         [id],
       );
     });
     const note = (await outbox(id))[0];
-    expect(result).toMatchObject({ kind: 'written', row: { id, status: 'SUCCESS', fencing_token: '7' }, notificationId: note.id });
+    expect(result).toMatchObject({
+      kind: 'written',
+      row: { id, status: 'SUCCESS', fencing_token: '7' },
+      notificationId: note.id,
+    });
   });
 
   it('after a connection error, finds its own earlier RETRYING commit (no notification to name)', async () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(
       id,
-      async (tx) => void (await tx.query(`UPDATE runs SET status = 'RETRYING', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id])),
+      async (tx) =>
+        void (await tx.query(
+          `UPDATE runs SET status = 'RETRYING', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`,
+          [id],
+        )),
       RunStatus.RETRYING,
     );
     expect(result).toMatchObject({ kind: 'written', row: { id, status: 'RETRYING' }, notificationId: null });
@@ -221,7 +261,9 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
   it('does not retry an error that is not a connection error: it surfaces at once', async () => {
     const id = await running();
     // Postgres refuses a NUL byte in text (22021): a bug, not a blip; retrying would loop forever.
-    await expect(finalizer.finalize({ ...request(id, RunStatus.SUCCESS), outputTail: 'bad \u0000 byte' })).rejects.toThrow(/0x00/);
+    await expect(
+      finalizer.finalize({ ...request(id, RunStatus.SUCCESS), outputTail: 'bad \u0000 byte' }),
+    ).rejects.toThrow(/0x00/);
     expect(await runRow(id)).toMatchObject({ status: 'RUNNING' });
   });
 

@@ -15,7 +15,13 @@ describe('retryWithBackoff', () => {
         if (++calls < 4) throw transient;
         return 'done';
       },
-      { retryable: isTransient, firstDelayMs: 1, maxDelayMs: 3, deadline: Date.now() + 5000, onRetry: (_, d) => waits.push(d) },
+      {
+        retryable: isTransient,
+        firstDelayMs: 1,
+        maxDelayMs: 3,
+        deadline: Date.now() + 5000,
+        onRetry: (_, d) => waits.push(d),
+      },
     );
     expect(result).toBe('done');
     expect(waits).toEqual([1, 2, 3]);
@@ -35,7 +41,12 @@ describe('retryWithBackoff', () => {
     ).rejects.toBe(boom);
     expect(calls).toBe(1);
     await expect(
-      retryWithBackoff(async () => Promise.reject(transient), { retryable: isTransient, firstDelayMs: 1, maxDelayMs: 1, deadline: Date.now() - 1 }),
+      retryWithBackoff(async () => Promise.reject(transient), {
+        retryable: isTransient,
+        firstDelayMs: 1,
+        maxDelayMs: 1,
+        deadline: Date.now() - 1,
+      }),
     ).rejects.toBe(transient);
   });
 });

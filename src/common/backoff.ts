@@ -8,7 +8,12 @@ export function backoffCeilingMs(attempt: number, baseMs: number, capMs: number)
   return Math.min(capMs, exp);
 }
 
-export function fullJitterDelayMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
+export function fullJitterDelayMs(
+  attempt: number,
+  baseMs: number,
+  capMs: number,
+  random: () => number = Math.random,
+): number {
   return Math.floor(random() * (backoffCeilingMs(attempt, baseMs, capMs) + 1));
 }
 

@@ -128,9 +128,12 @@ export const WITHHELD_FROM_COMMANDS = [
 function passthrough(env: Env): string[] {
   const names = list(env, 'ORCHESTRATOR_ENV_PASSTHROUGH');
   for (const n of names) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n)) throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH: "${n}" is not a variable name`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n))
+      throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH: "${n}" is not a variable name`);
     if (WITHHELD_FROM_COMMANDS.includes(n))
-      throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH may not list ${n}: onceflow's credentials never reach a command`);
+      throw new ConfigError(
+        `ORCHESTRATOR_ENV_PASSTHROUGH may not list ${n}: onceflow's credentials never reach a command`,
+      );
   }
   return names;
 }
@@ -167,7 +170,8 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
   let apiKeys = list(env, 'API_KEYS');
   let apiKeysGenerated = false;
   if (apiKeys.length === 0) {
-    if (nodeEnv === 'production' || !dev.apiKey) throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
+    if (nodeEnv === 'production' || !dev.apiKey)
+      throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
     apiKeys = [dev.apiKey()];
     apiKeysGenerated = true;
   }

@@ -6,7 +6,10 @@ describe('bindNamed', () => {
   });
 
   it('leaves ::type casts alone', () => {
-    expect(bindNamed('SELECT :token::bigint, now()::text', { token: '7' })).toEqual({ text: 'SELECT $1::bigint, now()::text', values: ['7'] });
+    expect(bindNamed('SELECT :token::bigint, now()::text', { token: '7' })).toEqual({
+      text: 'SELECT $1::bigint, now()::text',
+      values: ['7'],
+    });
   });
 
   it('refuses a placeholder without a value and a value without a placeholder', () => {

@@ -1,5 +1,16 @@
 /** Connection-level failures worth retrying (the statement never committed or we cannot know). */
-const TRANSIENT_PG_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '08004', '40001', '40P01']);
+const TRANSIENT_PG_CODES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08003',
+  '08006',
+  '08001',
+  '08004',
+  '40001',
+  '40P01',
+]);
 
 export function isTransientDbError(err: unknown): boolean {
   const e = err as { code?: string; message?: string; driverError?: { code?: string } };
@@ -27,7 +38,9 @@ export function isDbUnavailableError(err: unknown): boolean {
   if (isTransientDbError(err)) return true;
   const code = pgErrorCode(err);
   if (code && UNAVAILABLE_CODES.has(code)) return true;
-  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test((err as Error)?.message ?? '');
+  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(
+    (err as Error)?.message ?? '',
+  );
 }
 
 export function pgErrorCode(err: unknown): string | undefined {

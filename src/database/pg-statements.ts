@@ -64,7 +64,10 @@ export class PgStatements {
       return res.rows as T[];
     } catch (err) {
       if (!isMissingPrepared(err)) throw err;
-      if (this.prepareNamed) this.log.warn('prepared statements went missing on a connection (a pooler in transaction mode?): no longer preparing');
+      if (this.prepareNamed)
+        this.log.warn(
+          'prepared statements went missing on a connection (a pooler in transaction mode?): no longer preparing',
+        );
       this.prepareNamed = false;
       return this.ds.query(text, values);
     }
@@ -86,7 +89,10 @@ export class PgStatements {
         } catch (err) {
           // The whole implicit transaction was rolled back: nothing ran, so inlining is safe.
           if (!isMissingPrepared(err)) throw err;
-          if (this.prepareSql) this.log.warn('PREPAREd statements went missing on a connection (a pooler in transaction mode?): no longer preparing');
+          if (this.prepareSql)
+            this.log.warn(
+              'PREPAREd statements went missing on a connection (a pooler in transaction mode?): no longer preparing',
+            );
           this.prepareSql = false;
         }
       }
@@ -106,7 +112,9 @@ export class PgStatements {
       await client.query(missing.map((s) => `PREPARE ${s.name} AS ${s.text}`).join(';\n'));
       for (const s of missing) prepared.add(s.name);
     }
-    const sql = named.map((s) => `EXECUTE ${s.name}${s.values.length ? `(${s.values.map(literal).join(', ')})` : ''}`).join(';\n');
+    const sql = named
+      .map((s) => `EXECUTE ${s.name}${s.values.length ? `(${s.values.map(literal).join(', ')})` : ''}`)
+      .join(';\n');
     return lastRows<T>(await client.query(sql));
   }
 }

@@ -9,6 +9,7 @@ export interface Queryable {
  */
 export async function queryRows<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
   const res = await db.query(sql, params);
-  if (Array.isArray(res) && res.length === 2 && Array.isArray(res[0]) && typeof res[1] === 'number') return res[0] as T[];
+  if (Array.isArray(res) && res.length === 2 && Array.isArray(res[0]) && typeof res[1] === 'number')
+    return res[0] as T[];
   return res as T[];
 }

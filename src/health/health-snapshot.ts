@@ -38,8 +38,12 @@ export class HealthSnapshot implements OnModuleInit {
   async snapshot(): Promise<string> {
     const health: string[] = [];
     try {
-      const rows = await queryRows<{ status: string; n: number }>(this.ds, 'SELECT status, count(*)::int AS n FROM runs GROUP BY status');
-      for (const s of RUN_STATUSES) this.metrics.runsByStatus.set({ status: s }, rows.find((r) => r.status === s)?.n ?? 0);
+      const rows = await queryRows<{ status: string; n: number }>(
+        this.ds,
+        'SELECT status, count(*)::int AS n FROM runs GROUP BY status',
+      );
+      for (const s of RUN_STATUSES)
+        this.metrics.runsByStatus.set({ status: s }, rows.find((r) => r.status === s)?.n ?? 0);
       health.push('postgres=up');
     } catch {
       health.push('postgres=down');
@@ -55,7 +59,8 @@ export class HealthSnapshot implements OnModuleInit {
       health.push('redis=down');
     }
     const now = health.join(' ');
-    if (now !== this.lastHealth) this.logger.log({ msg: 'health changed', health: now, was: this.lastHealth || 'unknown' });
+    if (now !== this.lastHealth)
+      this.logger.log({ msg: 'health changed', health: now, was: this.lastHealth || 'unknown' });
     this.lastHealth = now;
     return now;
   }

@@ -4,5 +4,9 @@ import { HealthController } from './health.controller';
 import { HealthSnapshot } from './health-snapshot';
 
 // Terminus' own logger writes every failed probe; the controller logs changes of state instead.
-@Module({ imports: [TerminusModule.forRoot({ logger: false })], controllers: [HealthController], providers: [HealthSnapshot] })
+@Module({
+  imports: [TerminusModule.forRoot({ logger: false })],
+  controllers: [HealthController],
+  providers: [HealthSnapshot],
+})
 export class HealthModule {}

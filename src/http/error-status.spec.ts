@@ -31,12 +31,17 @@ const expected: Array<[AppError, number]> = [
 ];
 
 describe('httpStatusOf', () => {
-  it.each(expected.map(([err, status]) => [`${err.domain}.${err.code}`, err, status] as const))('%s → %i', (_, err, status) => {
-    expect(httpStatusOf(err)).toBe(status);
-  });
+  it.each(expected.map(([err, status]) => [`${err.domain}.${err.code}`, err, status] as const))(
+    '%s → %i',
+    (_, err, status) => {
+      expect(httpStatusOf(err)).toBe(status);
+    },
+  );
 
   it('covers every code of every module', () => {
-    const all = [RequestErrorCode, RunsErrorCode, IdempotencyErrorCode, WebhooksErrorCode, TasksErrorCode].flatMap((e) => Object.values(e));
+    const all = [RequestErrorCode, RunsErrorCode, IdempotencyErrorCode, WebhooksErrorCode, TasksErrorCode].flatMap(
+      (e) => Object.values(e),
+    );
     expect(expected.map(([err]) => err.code).sort()).toEqual([...all].sort());
   });
 

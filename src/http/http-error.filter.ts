@@ -20,8 +20,16 @@ export class HttpErrorFilter implements ExceptionFilter {
     // A DomainError is a deliberate answer (e.g. 503 "not configured"): its message is safe to show.
     if (status >= 500 && !(exception instanceof DomainError)) {
       const errorId = randomUUID();
-      this.logger.error({ msg: 'unhandled error', errorId, err: exception instanceof Error ? exception.stack : String(exception) });
-      res.status(status).json({ statusCode: status, error: STATUS_CODES[status] ?? 'Error', message: `internal error (id ${errorId})` });
+      this.logger.error({
+        msg: 'unhandled error',
+        errorId,
+        err: exception instanceof Error ? exception.stack : String(exception),
+      });
+      res.status(status).json({
+        statusCode: status,
+        error: STATUS_CODES[status] ?? 'Error',
+        message: `internal error (id ${errorId})`,
+      });
       return;
     }
     for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);

@@ -45,20 +45,26 @@ export class NotificationClaimsRepository {
   }
 
   async whyNot(id: string, maxAttempts: number): Promise<ClaimMiss> {
-    const rows: Array<{ status: string; attempts: number; due_ms: number; claim_ms: number | null }> = await this.ds.query(
-      `SELECT status, attempts,
+    const rows: Array<{ status: string; attempts: number; due_ms: number; claim_ms: number | null }> =
+      await this.ds.query(
+        `SELECT status, attempts,
               EXTRACT(EPOCH FROM (next_attempt_at - now())) * 1000 AS due_ms,
               EXTRACT(EPOCH FROM (claimed_until - now())) * 1000 AS claim_ms
          FROM notification_logs WHERE id = $1`,
-      [id],
-    );
+        [id],
+      );
     const r = rows[0];
     if (!r) return { kind: 'skip', reason: 'no such notification' };
     if (r.status !== 'PENDING') return { kind: 'skip', reason: `already ${r.status}` };
     const claimMs = r.claim_ms === null ? 0 : Number(r.claim_ms);
-    if (claimMs > 0) return { kind: 'later', delayMs: Math.ceil(claimMs) + 100, reason: 'claimed by another deliverer' };
+    if (claimMs > 0)
+      return { kind: 'later', delayMs: Math.ceil(claimMs) + 100, reason: 'claimed by another deliverer' };
     if (r.attempts >= maxAttempts) return { kind: 'skip', reason: 'out of attempts (the sweeper fails it)' };
-    return { kind: 'later', delayMs: Math.max(20, Math.ceil(Number(r.due_ms)) + 20), reason: 'next attempt not due yet' };
+    return {
+      kind: 'later',
+      delayMs: Math.max(20, Math.ceil(Number(r.due_ms)) + 20),
+      reason: 'next attempt not due yet',
+    };
   }
 
   /** Heartbeat: keeps our claim alive; false = the claim is no longer ours (taken over or finished). */

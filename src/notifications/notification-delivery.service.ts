@@ -56,9 +56,15 @@ export class NotificationDeliveryService {
     const max = this.config.notifyMaxAttempts;
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
-    const keeper = new Heartbeat(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, `notification ${notificationId}`, {
-      onError: (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
-    }).start();
+    const keeper = new Heartbeat(
+      () => this.claims.extend(claim, this.leaseMs),
+      this.leaseMs,
+      `notification ${notificationId}`,
+      {
+        onError: (err) =>
+          this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
+      },
+    ).start();
     const lost = [keeper.signal, ...(signal ? [signal] : [])];
     if (lost.some((s) => s.aborted)) {
       keeper.stop();
@@ -99,10 +105,19 @@ export class NotificationDeliveryService {
         return this.fail(claim, outcome.error);
       case 'transient': {
         if (claim.attempts >= this.config.notifyMaxAttempts) return this.fail(claim, outcome.error);
-        const delayMs = notificationRetryDelayMs(claim.attempts, this.config.notifyRetryBaseDelayMs, outcome.retryAfterMs);
+        const delayMs = notificationRetryDelayMs(
+          claim.attempts,
+          this.config.notifyRetryBaseDelayMs,
+          outcome.retryAfterMs,
+        );
         if (!(await this.claims.markRetry(claim, delayMs, outcome.error))) return this.takenOver(claim);
         this.metrics.notifications.inc({ outcome: 'retried' });
-        this.logger.warn({ msg: 'notification attempt failed; will retry', ...log, retryInMs: delayMs, error: outcome.error });
+        this.logger.warn({
+          msg: 'notification attempt failed; will retry',
+          ...log,
+          retryInMs: delayMs,
+          error: outcome.error,
+        });
         return { kind: 'retry', delayMs, error: outcome.error };
       }
     }
@@ -111,12 +126,22 @@ export class NotificationDeliveryService {
   private async fail(claim: ClaimedNotification, error: string): Promise<DeliveryResult> {
     if (!(await this.claims.markFailed(claim, error))) return this.takenOver(claim);
     this.metrics.notifications.inc({ outcome: 'failed' });
-    this.logger.error({ msg: 'notification FAILED', notificationId: claim.id, runId: claim.runId, attempts: claim.attempts, error });
+    this.logger.error({
+      msg: 'notification FAILED',
+      notificationId: claim.id,
+      runId: claim.runId,
+      attempts: claim.attempts,
+      error,
+    });
     return { kind: 'failed', error };
   }
 
   private takenOver(claim: ClaimedNotification): DeliveryResult {
-    this.logger.warn({ msg: 'notification claim was taken over; recording nothing', notificationId: claim.id, attempt: claim.attempts });
+    this.logger.warn({
+      msg: 'notification claim was taken over; recording nothing',
+      notificationId: claim.id,
+      attempt: claim.attempts,
+    });
     return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'claim taken over by another deliverer' };
   }
 
@@ -128,7 +153,12 @@ export class NotificationDeliveryService {
       maxDelayMs: 2000,
       deadline: Date.now() + RECORD_SENT_DEADLINE_MS,
       onRetry: (err, delay) =>
-        this.logger.warn({ msg: 'recording a sent notification failed; retrying', notificationId: claim.id, retryInMs: delay, err: String(err) }),
+        this.logger.warn({
+          msg: 'recording a sent notification failed; retrying',
+          notificationId: claim.id,
+          retryInMs: delay,
+          err: String(err),
+        }),
     });
   }
 }

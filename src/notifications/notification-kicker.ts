@@ -23,9 +23,18 @@ export class NotificationKicker {
   /** Never throws: a lost kick is the sweeper's business. */
   async kick(notificationId: string): Promise<void> {
     try {
-      await withTimeout(this.enqueue(notificationId, 0), KICK_TIMEOUT_MS, 'the kick', `no answer from Redis within ${KICK_TIMEOUT_MS} ms`);
+      await withTimeout(
+        this.enqueue(notificationId, 0),
+        KICK_TIMEOUT_MS,
+        'the kick',
+        `no answer from Redis within ${KICK_TIMEOUT_MS} ms`,
+      );
     } catch (err) {
-      this.logger.warn({ msg: 'notification kick failed; the sweeper will deliver it', notificationId, err: String(err) });
+      this.logger.warn({
+        msg: 'notification kick failed; the sweeper will deliver it',
+        notificationId,
+        err: String(err),
+      });
     }
   }
 

@@ -3,7 +3,12 @@ import { EntityManager } from 'typeorm';
 import type { NamedStatement } from '../database/named-params';
 import { Queryable, queryRows } from '../database/query-rows';
 import type { MetricsService } from '../metrics/metrics.service';
-import { NotificationChannel, NotificationEventType, NotificationStatus, UQ_NOTIFICATION_LOGS_RUN_EVENT } from './notification-log.entity';
+import {
+  NotificationChannel,
+  NotificationEventType,
+  NotificationStatus,
+  UQ_NOTIFICATION_LOGS_RUN_EVENT,
+} from './notification-log.entity';
 
 export interface OutboxMessage {
   runId: string;
@@ -55,7 +60,11 @@ export class OutboxWriter {
 
   /** The id of the run's newest outbox row, to settle a finalize whose commit answer was lost. */
   async latestIdForRun(db: Queryable, runId: string): Promise<string | null> {
-    const rows = await queryRows<{ id: string }>(db, 'SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1', [runId]);
+    const rows = await queryRows<{ id: string }>(
+      db,
+      'SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1',
+      [runId],
+    );
     return rows[0]?.id ?? null;
   }
 

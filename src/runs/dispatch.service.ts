@@ -48,10 +48,19 @@ export class DispatchService {
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
   retry(runId: string): Promise<DispatchView> {
-    return this.guarded(runId, [RunStatus.FAILED], 'retry requested', ['attempts = 0', 'last_error = NULL', 'finished_at = NULL']);
+    return this.guarded(runId, [RunStatus.FAILED], 'retry requested', [
+      'attempts = 0',
+      'last_error = NULL',
+      'finished_at = NULL',
+    ]);
   }
 
-  private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchView> {
+  private async guarded(
+    runId: string,
+    from: RunStatus[],
+    reason: string,
+    extraSets: string[] = [],
+  ): Promise<DispatchView> {
     const guardKey = `dispatch:${runId}`;
     const owner = await this.locks.enterGuard(guardKey, 5000);
     if (!owner) {
@@ -91,7 +100,9 @@ export class DispatchService {
     this.metrics.duplicate('claim');
     const status = rows[0].status;
     const why =
-      from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
+      from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED
+        ? `only a FAILED run can be retried; run is ${status}`
+        : WHY_NOT[status];
     throw new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, why ?? `run is ${status}`);
   }
 }

@@ -61,7 +61,12 @@ export class ProjectsController {
   @ApiCreatedResponse({
     description: 'The run: PENDING, or QUEUED with dispatch: true (a replay carries Idempotent-Replayed: true)',
     type: RunView,
-    headers: { 'Idempotent-Replayed': { description: '"true" when this is the stored answer of an earlier request', schema: { type: 'string' } } },
+    headers: {
+      'Idempotent-Replayed': {
+        description: '"true" when this is the stored answer of an earlier request',
+        schema: { type: 'string' },
+      },
+    },
   })
   @ApiErrors({
     400: 'Invalid id, body or Idempotency-Key',
@@ -78,8 +83,14 @@ export class ProjectsController {
     const input = { projectId, requirement: dto.requirement, dispatch: dto.dispatch ?? false };
     if (key === undefined) return this.runs.create(input);
     if (!KEY_PATTERN.test(key))
-      throw new IdempotencyError(IdempotencyErrorCode.KEY_INVALID, 'Idempotency-Key must be 1-255 visible ASCII characters');
-    const print = fingerprint('POST', `/api/projects/${projectId}/runs`, { requirement: input.requirement, dispatch: input.dispatch });
+      throw new IdempotencyError(
+        IdempotencyErrorCode.KEY_INVALID,
+        'Idempotency-Key must be 1-255 visible ASCII characters',
+      );
+    const print = fingerprint('POST', `/api/projects/${projectId}/runs`, {
+      requirement: input.requirement,
+      dispatch: input.dispatch,
+    });
     const answer = await this.idempotency.execute<RunRow>(key, print, async (em) => {
       const run = await this.runs.createInTx(em, input);
       return { status: 201, body: toRunView(run), after: run };

@@ -96,7 +96,10 @@ export class ProjectsService {
     await em.query('SELECT pg_advisory_xact_lock($1)', [WORKSPACE_CLAIM_LOCK]);
     const taken: Array<{ id: string }> = await em.query(OVERLAPPING_PROJECT, [path, join(root, '/')]);
     if (taken.length > 0) {
-      throw new RunsError(RunsErrorCode.WORKSPACE_OVERLAPS, `workspacePath overlaps the workspace of project ${taken[0].id}`);
+      throw new RunsError(
+        RunsErrorCode.WORKSPACE_OVERLAPS,
+        `workspacePath overlaps the workspace of project ${taken[0].id}`,
+      );
     }
     return path;
   }

@@ -73,7 +73,11 @@ export class RunTransitionsRepository {
    * Runs the transition: inside the caller's transaction when `em` is given, otherwise as one
    * autocommitted, prepared statement straight on the pool (the hot path: dispatch, finalize).
    */
-  async transition<R extends RunRow = RunRow>(runId: string, spec: TransitionSpec, em?: EntityManager): Promise<R | null> {
+  async transition<R extends RunRow = RunRow>(
+    runId: string,
+    spec: TransitionSpec,
+    em?: EntityManager,
+  ): Promise<R | null> {
     const { text, values } = this.statement(runId, spec);
     const rows: R[] = em ? await em.query(text, values) : await this.statements.preparedRows<R>(text, values);
     return this.counted(spec, rows[0] ?? null);
@@ -120,7 +124,12 @@ export class RunTransitionsRepository {
   }
 
   /** Records the creation of a run (null → PENDING or QUEUED) in run_events. */
-  async recordCreated(em: EntityManager, run: { id: string; status: RunStatus }, reason: string, workerId: string | null): Promise<void> {
+  async recordCreated(
+    em: EntityManager,
+    run: { id: string; status: RunStatus },
+    reason: string,
+    workerId: string | null,
+  ): Promise<void> {
     await em.query(
       `INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason) VALUES ($1, NULL, $2, 0, 0, $3, $4)`,
       [run.id, run.status, workerId, reason],

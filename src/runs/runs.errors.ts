@@ -15,5 +15,6 @@ export class RunsError extends DomainError<RunsErrorCode> {
   readonly domain = 'runs';
 }
 
-export const projectNotFound = (id: string) => new RunsError(RunsErrorCode.PROJECT_NOT_FOUND, `project ${id} not found`);
+export const projectNotFound = (id: string) =>
+  new RunsError(RunsErrorCode.PROJECT_NOT_FOUND, `project ${id} not found`);
 export const runNotFound = (id: string) => new RunsError(RunsErrorCode.RUN_NOT_FOUND, `run ${id} not found`);

@@ -31,7 +31,15 @@ import { RunAttempts } from './steps/run-attempts';
 import { StepJournalRepository } from './steps/step-journal.repository';
 import { WorkerApiServer } from './steps/worker-api.server';
 
-const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository, StepJournalRepository, LlmCacheRepository];
+const CORE = [
+  ProjectsService,
+  RunsService,
+  DispatchService,
+  IdempotencyService,
+  RunTransitionsRepository,
+  StepJournalRepository,
+  LlmCacheRepository,
+];
 const REPOSITORIES = [IdempotencyRepository, RunWorkerRepository];
 /** The worker's API for its own commands: steps, values and the LLM proxy. */
 const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];

@@ -40,7 +40,14 @@ export class RunsService {
       `INSERT INTO runs (project_id, task_id, kind, requirement, status, dispatch_generation)
        SELECT p.id, $2, $3, $4, $5, $6 FROM projects p WHERE p.id = $1
        RETURNING *, NULL::text AS from_status`,
-      [input.projectId, input.taskId ?? null, input.kind ?? RunKind.MANUAL, input.requirement, status, input.dispatch ? 1 : 0],
+      [
+        input.projectId,
+        input.taskId ?? null,
+        input.kind ?? RunKind.MANUAL,
+        input.requirement,
+        status,
+        input.dispatch ? 1 : 0,
+      ],
     );
     const run = rows[0];
     if (!run) throw projectNotFound(input.projectId);

@@ -52,8 +52,16 @@ describe('workspace paths', () => {
       ['the root with a trailing slash', () => `${root}/`, /not WORKSPACE_ROOT itself/],
       ['a .. escape', () => `${root}/inner/../../outside`, /must resolve inside WORKSPACE_ROOT/],
       ['a sibling that starts like the root', () => `${root}-other/x`, /must resolve inside WORKSPACE_ROOT/],
-      ['a symlink inside the root pointing outside', () => join(root, 'to-outside'), /must resolve inside WORKSPACE_ROOT/],
-      ['a new directory under that symlink', () => join(root, 'to-outside', 'new'), /must resolve inside WORKSPACE_ROOT/],
+      [
+        'a symlink inside the root pointing outside',
+        () => join(root, 'to-outside'),
+        /must resolve inside WORKSPACE_ROOT/,
+      ],
+      [
+        'a new directory under that symlink',
+        () => join(root, 'to-outside', 'new'),
+        /must resolve inside WORKSPACE_ROOT/,
+      ],
       ['a dangling symlink', () => join(root, 'dangling', 'x'), /dangling symlink/],
       ['a symlink loop', () => join(root, 'loop-a', 'x'), /symlink loop/],
       ['a file', () => join(root, 'a-file'), /not a directory/],

@@ -37,14 +37,35 @@ export class PlaneEventHandler {
     } catch (err) {
       // Stored input never earns a 5xx (Plane would drop it for good): record it for a replay.
       const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
-      this.logger.error({ msg: 'plane delivery failed; replay it once the cause is fixed', deliveryId, workItemId: e.workItemId, error });
-      outcome = { status: DeliveryStatus.FAILED, reason: 'processing_failed', error, transient: isDbUnavailableError(err) };
+      this.logger.error({
+        msg: 'plane delivery failed; replay it once the cause is fixed',
+        deliveryId,
+        workItemId: e.workItemId,
+        error,
+      });
+      outcome = {
+        status: DeliveryStatus.FAILED,
+        reason: 'processing_failed',
+        error,
+        transient: isDbUnavailableError(err),
+      };
       await this.deliveries.recordOutcome(deliveryId, outcome).catch((recordErr: unknown) => {
-        this.logger.error({ msg: 'could not record the failure; the delivery stays accepted', deliveryId, error: String(recordErr) });
+        this.logger.error({
+          msg: 'could not record the failure; the delivery stays accepted',
+          deliveryId,
+          error: String(recordErr),
+        });
       });
     }
     this.metrics.deliveries.inc({ provider: PLANE, status: outcome.status });
-    this.logger.log({ msg: 'plane delivery handled', deliveryId, event: e.event, action: e.action, workItemId: e.workItemId, ...outcome });
+    this.logger.log({
+      msg: 'plane delivery handled',
+      deliveryId,
+      event: e.event,
+      action: e.action,
+      workItemId: e.workItemId,
+      ...outcome,
+    });
     return outcome;
   }
 
@@ -70,7 +91,11 @@ export class PlaneEventHandler {
       {
         provider: PLANE,
         externalId: e.workItemId,
-        project: { externalId: e.projectId!, name: `Plane ${e.projectId}`, maxConcurrentRuns: this.config.planeProjectMaxConcurrentRuns },
+        project: {
+          externalId: e.projectId!,
+          name: `Plane ${e.projectId}`,
+          maxConcurrentRuns: this.config.planeProjectMaxConcurrentRuns,
+        },
         title: e.title,
         url: e.url,
         metadata: e.metadata,
@@ -83,12 +108,18 @@ export class PlaneEventHandler {
     );
     if (result.kind === 'created') return processed(result.taskId, result.runId);
     this.metrics.duplicate('business_key');
-    return this.settle(deliveryId, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists', taskId: result.taskId, runId: result.runId });
+    return this.settle(deliveryId, {
+      status: DeliveryStatus.DUPLICATE,
+      reason: 'task_exists',
+      taskId: result.taskId,
+      runId: result.runId,
+    });
   }
 
   private async close(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
     const result = await this.tasks.close(PLANE, e.workItemId, `work item ${e.action ?? e.event} in Plane`);
-    if (result.kind === 'not_found') return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'unknown_work_item' });
+    if (result.kind === 'not_found')
+      return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'unknown_work_item' });
     return this.settle(deliveryId, {
       status: DeliveryStatus.PROCESSED,
       reason: result.runCancelled ? 'task_cancelled_run_cancelled' : 'task_cancelled',

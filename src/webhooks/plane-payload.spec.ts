@@ -12,7 +12,14 @@ const v1 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
   action: 'created',
   webhook_id: 'w',
   workspace_id: WS,
-  data: { id: ID, name: 'Add health', project: PROJECT, description_stripped: 'Expose it', updated_at: '2026-11-02T09:00:00Z', ...data },
+  data: {
+    id: ID,
+    name: 'Add health',
+    project: PROJECT,
+    description_stripped: 'Expose it',
+    updated_at: '2026-11-02T09:00:00Z',
+    ...data,
+  },
   activity: { actor: { id: ACTOR } },
   ...over,
 });
@@ -46,8 +53,14 @@ describe('parsePlaneEvent (v1)', () => {
   });
 
   it('ignores other events, and a delete needs only data.id', () => {
-    expect(parsePlaneEvent(v1({ event: 'project' }))).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
-    expect(parsePlaneEvent({ event: 'issue', action: 'deleted', data: { id: ID }, activity: {} })).toMatchObject({ intent: 'close', workItemId: ID });
+    expect(parsePlaneEvent(v1({ event: 'project' }))).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
+    expect(parsePlaneEvent({ event: 'issue', action: 'deleted', data: { id: ID }, activity: {} })).toMatchObject({
+      intent: 'close',
+      workItemId: ID,
+    });
   });
 
   it.each([
@@ -84,7 +97,14 @@ describe('parsePlaneEvent (v2)', () => {
 
   it('reads a created work item; "None" is null; the actor is the creator', () => {
     const e = parsePlaneEvent(v2());
-    expect(e).toMatchObject({ version: 'v2', intent: 'upsert', action: 'created', workItemId: ID, projectId: PROJECT, actorId: ACTOR });
+    expect(e).toMatchObject({
+      version: 'v2',
+      intent: 'upsert',
+      action: 'created',
+      workItemId: ID,
+      projectId: PROJECT,
+      actorId: ACTOR,
+    });
   });
 
   it('takes the updater as actor of an update, and maps deleted/archived to close', () => {
@@ -95,7 +115,9 @@ describe('parsePlaneEvent (v2)', () => {
   });
 
   it('needs event_id (its dedupe key); data.id may come from entity_id', () => {
-    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
+    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     expect(parsePlaneEvent(v2({}, { id: undefined })).workItemId).toBe(ID);
   });
 });
@@ -126,7 +148,15 @@ describe('descriptionText', () => {
 });
 
 describe('names that Object.prototype also has', () => {
-  const PROTO_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__'];
+  const PROTO_NAMES = [
+    'constructor',
+    '__proto__',
+    'toString',
+    'hasOwnProperty',
+    'valueOf',
+    'isPrototypeOf',
+    '__defineGetter__',
+  ];
   const base = {
     event: 'issue',
     action: 'created',
@@ -141,8 +171,14 @@ describe('names that Object.prototype also has', () => {
 
   it.each(PROTO_NAMES)('v2 event %s, also after "workitem.", is ignored, not acted on', (name) => {
     const v2 = { version: 'v2', event_id: 'ev', data: { id: ID, project_id: PROJECT } };
-    expect(parsePlaneEvent({ ...v2, event: name })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
-    expect(parsePlaneEvent({ ...v2, event: `workitem.${name}` })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+    expect(parsePlaneEvent({ ...v2, event: name })).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
+    expect(parsePlaneEvent({ ...v2, event: `workitem.${name}` })).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
   });
 
   it('reads __proto__ and constructor keys in the body as plain data', () => {
@@ -156,14 +192,22 @@ describe('names that Object.prototype also has', () => {
 describe('parsePlaneEvent on odd values', () => {
   it('takes a v2 event_id only as a string (an object would make every delivery share one dedupe key)', () => {
     const v2 = { version: 'v2', event: 'workitem.created', data: { id: ID, project_id: PROJECT } };
-    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
-    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
+    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
+    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     expect(planeDedupeKey(parsePlaneEvent({ ...v2, event_id: 'ev-7' }), Buffer.from(''))).toBe('event:ev-7');
   });
 
   it('refuses an over-long event or action, drops NUL from derived text, and keeps an updated_at only if Postgres can read it', () => {
-    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
-    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
+    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
+    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     const e = parsePlaneEvent(v1({}, { name: 'a\u0000b\ud800', url: 'u'.repeat(3000), updated_at: 'Tue Nov 03 2026' }));
     expect(e.title).toBe('ab\ufffd');
     expect(e.url).toBeNull();
@@ -172,7 +216,10 @@ describe('parsePlaneEvent on odd values', () => {
   });
 
   it('turns an event into an ignored one when told why', () => {
-    expect(parsePlaneEvent(v1(), 'unstorable_nul_character')).toMatchObject({ intent: 'none', ignoreReason: 'unstorable_nul_character' });
+    expect(parsePlaneEvent(v1(), 'unstorable_nul_character')).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'unstorable_nul_character',
+    });
     // Without a project a created item is a 400, unless it is ignored anyway.
     expect(parsePlaneEvent(v1({}, { project: undefined }), 'unstorable_lone_surrogate').intent).toBe('none');
   });

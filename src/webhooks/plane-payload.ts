@@ -142,7 +142,9 @@ function parseV2(body: Record<string, unknown>, event: string, data: Record<stri
   const workItemId = required(data.id ?? body.entity_id, 'data.id');
   const acted = V2_EVENTS.get(event);
   const action = event.includes('.') ? event.slice(event.lastIndexOf('.') + 1) : null;
-  const actorId = event.endsWith('.created') ? idOf(data.created_by_id) : (idOf(data.updated_by_id) ?? idOf(data.created_by_id));
+  const actorId = event.endsWith('.created')
+    ? idOf(data.created_by_id)
+    : (idOf(data.updated_by_id) ?? idOf(data.created_by_id));
   return {
     version: 'v2',
     event,
@@ -162,7 +164,9 @@ type Draft = Omit<PlaneEvent, 'title' | 'description' | 'url' | 'metadata'> & { 
 
 function toEvent({ data, ...e }: Draft): PlaneEvent {
   if (e.intent === 'upsert' && e.projectId === null) throw bad('data.project is required for a work-item event');
-  const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) } : null;
+  const state = isObject(data.state)
+    ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) }
+    : null;
   const updatedAt = text(data.updated_at, MAX_ID);
   const name = text(data.name);
   let description: string | undefined;
@@ -181,7 +185,8 @@ function toEvent({ data, ...e }: Draft): PlaneEvent {
       sequenceId: Number.isSafeInteger(data.sequence_id) ? data.sequence_id : null,
       priority: text(data.priority, MAX_ID),
       state,
-      updatedAt: updatedAt !== null && ISO_TIMESTAMP.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
+      updatedAt:
+        updatedAt !== null && ISO_TIMESTAMP.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
     },
   };
 }

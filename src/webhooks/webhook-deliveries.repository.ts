@@ -98,7 +98,12 @@ export class WebhookDeliveriesRepository {
    * (named): Postgres plans it once per connection.
    */
   async record(d: NewDelivery): Promise<RecordResult> {
-    const [row] = await this.statements.preparedRows<{ id: string; status: DeliveryStatus; inserted: boolean; stale: boolean }>(RECORD_DELIVERY, [
+    const [row] = await this.statements.preparedRows<{
+      id: string;
+      status: DeliveryStatus;
+      inserted: boolean;
+      stale: boolean;
+    }>(RECORD_DELIVERY, [
       d.provider,
       d.dedupeKey,
       d.externalDeliveryId,
@@ -173,7 +178,11 @@ export class WebhookDeliveriesRepository {
 
   /** Deletes deliveries received more than `days` ago; answers how many. */
   async pruneOlderThan(days: number): Promise<number> {
-    const rows = await queryRows(this.ds, `DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 day' RETURNING id`, [days]);
+    const rows = await queryRows(
+      this.ds,
+      `DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 day' RETURNING id`,
+      [days],
+    );
     return rows.length;
   }
 }

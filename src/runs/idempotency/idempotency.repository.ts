@@ -52,11 +52,10 @@ export class IdempotencyRepository {
 
   /** Stores the answer in the transaction that did the work. */
   async complete(em: EntityManager, key: string, status: number, body: unknown): Promise<void> {
-    await em.query(`UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`, [
-      key,
-      status,
-      JSON.stringify(body),
-    ]);
+    await em.query(
+      `UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`,
+      [key, status, JSON.stringify(body)],
+    );
   }
 
   /** Frees a key whose work failed, so the client's retry can do it. */

@@ -83,14 +83,23 @@ export class IdempotencyService {
         continue;
       }
       if (row.fingerprint !== print) {
-        throw new IdempotencyError(IdempotencyErrorCode.KEY_REUSED, 'Idempotency-Key was already used with a different request');
+        throw new IdempotencyError(
+          IdempotencyErrorCode.KEY_REUSED,
+          'Idempotency-Key was already used with a different request',
+        );
       }
       this.metrics.duplicate('idempotency_key');
       if (row.state === 'in_flight') {
-        throw new IdempotencyError(IdempotencyErrorCode.IN_FLIGHT, 'a request with this Idempotency-Key is still in flight', { 'Retry-After': '1' });
+        throw new IdempotencyError(
+          IdempotencyErrorCode.IN_FLIGHT,
+          'a request with this Idempotency-Key is still in flight',
+          { 'Retry-After': '1' },
+        );
       }
       return { status: row.response_status, body: row.response_body, replayed: true };
     }
-    throw new IdempotencyError(IdempotencyErrorCode.CONTENDED, 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
+    throw new IdempotencyError(IdempotencyErrorCode.CONTENDED, 'Idempotency-Key is contended; retry', {
+      'Retry-After': '1',
+    });
   }
 }

@@ -55,7 +55,10 @@ export class LlmCacheRepository {
 
   /** Expired answers go (the scheduler calls this). */
   async prune(): Promise<number> {
-    const rows = await queryRows<{ scope: string }>(this.ds, 'DELETE FROM llm_cache_entries WHERE expires_at <= now() RETURNING scope');
+    const rows = await queryRows<{ scope: string }>(
+      this.ds,
+      'DELETE FROM llm_cache_entries WHERE expires_at <= now() RETURNING scope',
+    );
     return rows.length;
   }
 }

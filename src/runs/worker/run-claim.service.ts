@@ -43,7 +43,11 @@ export class RunClaimService {
     if (r.status === RunStatus.QUEUED || r.status === RunStatus.RETRYING) {
       // Runnable, so the cap held it back. (Read after the claim's transaction: a slot may have
       // freed since — that is a reason to come back soon, never to drop the job.)
-      return { kind: 'later', delayMs: 200 + Math.floor(Math.random() * 800), reason: 'project at max_concurrent_runs' };
+      return {
+        kind: 'later',
+        delayMs: 200 + Math.floor(Math.random() * 800),
+        reason: 'project at max_concurrent_runs',
+      };
     }
     return { kind: 'skip', reason: `run is ${r.status}` };
   }

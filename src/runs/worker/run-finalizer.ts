@@ -60,7 +60,12 @@ export class RunFinalizer {
         maxDelayMs: 5000,
         deadline: Date.now() + Math.max(10 * 60_000, this.config.runLockTtlMs * 10),
         onRetry: (err, delay) =>
-          this.logger.warn({ msg: 'finalize failed on a connection error; retrying', runId: req.runId, retryInMs: delay, err: String(err) }),
+          this.logger.warn({
+            msg: 'finalize failed on a connection error; retrying',
+            runId: req.runId,
+            retryInMs: delay,
+            err: String(err),
+          }),
       },
     );
   }
@@ -72,7 +77,9 @@ export class RunFinalizer {
   private async writeOnce(req: FinalizeRequest): Promise<FinalizeResult> {
     const terminal = req.to !== RunStatus.RETRYING;
     const eventType: NotificationEventType = req.to === RunStatus.SUCCESS ? 'run.succeeded' : 'run.failed';
-    const outbox = terminal ? this.outbox.cte({ eventType, text: renderText(req.runId, req.projectName, req.to, req.requirement) }, 'upd') : null;
+    const outbox = terminal
+      ? this.outbox.cte({ eventType, text: renderText(req.runId, req.projectName, req.to, req.requirement) }, 'upd')
+      : null;
     const row = await this.runs.finalize(req.runId, {
       to: req.to,
       fencingToken: req.token,

@@ -2,7 +2,13 @@ import type { ExecutionResult } from '../executor/executor';
 import { RunStatus } from '../run-status';
 import { decideOutcome, describeResult, OutcomePolicy } from './run-outcome';
 
-const policy: OutcomePolicy = { maxAttempts: 3, retryBaseDelayMs: 1000, retryMaxDelayMs: 8000, timeoutMs: 500, lockTtlMs: 2000 };
+const policy: OutcomePolicy = {
+  maxAttempts: 3,
+  retryBaseDelayMs: 1000,
+  retryMaxDelayMs: 8000,
+  timeoutMs: 500,
+  lockTtlMs: 2000,
+};
 const result = (over: Partial<ExecutionResult>): ExecutionResult => ({
   outcome: 'success',
   exitCode: 0,
@@ -16,7 +22,12 @@ const half = () => 0.5;
 
 describe('decideOutcome', () => {
   it.each([
-    ['success', result({}), 1, { kind: 'record', to: RunStatus.SUCCESS, reason: 'exit 0', lastError: null, delayMs: 0 }],
+    [
+      'success',
+      result({}),
+      1,
+      { kind: 'record', to: RunStatus.SUCCESS, reason: 'exit 0', lastError: null, delayMs: 0 },
+    ],
     [
       'a failure',
       result({ outcome: 'failed', exitCode: 2 }),
@@ -27,13 +38,25 @@ describe('decideOutcome', () => {
       'a transient failure with attempts left',
       result({ outcome: 'transient', exitCode: 75 }),
       2,
-      { kind: 'record', to: RunStatus.RETRYING, reason: 'exit 75 (transient); retry in 1000 ms', lastError: 'exit 75', delayMs: 1000 },
+      {
+        kind: 'record',
+        to: RunStatus.RETRYING,
+        reason: 'exit 75 (transient); retry in 1000 ms',
+        lastError: 'exit 75',
+        delayMs: 1000,
+      },
     ],
     [
       'a transient failure on the last attempt',
       result({ outcome: 'transient', exitCode: 75 }),
       3,
-      { kind: 'record', to: RunStatus.FAILED, reason: 'exit 75 (transient); attempts exhausted (3/3)', lastError: 'exit 75', delayMs: 0 },
+      {
+        kind: 'record',
+        to: RunStatus.FAILED,
+        reason: 'exit 75 (transient); attempts exhausted (3/3)',
+        lastError: 'exit 75',
+        delayMs: 0,
+      },
     ],
   ])('%s', (_, r, attempt, expected) => {
     expect(decideOutcome(r, attempt, policy, null, '', half)).toEqual(expected);
@@ -54,7 +77,9 @@ describe('decideOutcome', () => {
 
 describe('describeResult', () => {
   it('names a start error, a timeout, a signal or the exit code, in that order', () => {
-    expect(describeResult(result({ startError: 'ENOENT', timedOut: true }), 500)).toBe('could not start the command: ENOENT');
+    expect(describeResult(result({ startError: 'ENOENT', timedOut: true }), 500)).toBe(
+      'could not start the command: ENOENT',
+    );
     expect(describeResult(result({ timedOut: true, signal: 'SIGKILL' }), 500)).toBe('timed out after 500 ms');
     expect(describeResult(result({ signal: 'SIGTERM', exitCode: null }), 500)).toBe('killed by SIGTERM');
     expect(describeResult(result({ exitCode: 3 }), 500)).toBe('exit 3');

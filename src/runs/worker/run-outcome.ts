@@ -45,12 +45,22 @@ export function decideOutcome(
   }
   const what = describeResult(result, policy.timeoutMs);
   const withStats = (reason: string) => (stats ? `${reason}; ${stats}` : reason);
-  if (result.outcome === 'success') return { kind: 'record', to: RunStatus.SUCCESS, reason: withStats(what), lastError: null, delayMs: 0 };
+  if (result.outcome === 'success')
+    return { kind: 'record', to: RunStatus.SUCCESS, reason: withStats(what), lastError: null, delayMs: 0 };
   if (result.outcome === 'transient' && attempt < policy.maxAttempts) {
     const delayMs = retryDelayMs(attempt, policy.retryBaseDelayMs, policy.retryMaxDelayMs, random);
-    return { kind: 'record', to: RunStatus.RETRYING, reason: withStats(`${what} (transient); retry in ${delayMs} ms`), lastError: what, delayMs };
+    return {
+      kind: 'record',
+      to: RunStatus.RETRYING,
+      reason: withStats(`${what} (transient); retry in ${delayMs} ms`),
+      lastError: what,
+      delayMs,
+    };
   }
-  const reason = result.outcome === 'transient' ? `${what} (transient); attempts exhausted (${attempt}/${policy.maxAttempts})` : what;
+  const reason =
+    result.outcome === 'transient'
+      ? `${what} (transient); attempts exhausted (${attempt}/${policy.maxAttempts})`
+      : what;
   return { kind: 'record', to: RunStatus.FAILED, reason: withStats(reason), lastError: what, delayMs: 0 };
 }
 

@@ -45,7 +45,11 @@ export class RunQueueReconciler implements OnModuleInit {
       if (!bumped) continue;
       await this.dispatcher.enqueue(bumped);
       requeued++;
-      this.logger.warn({ msg: 're-enqueued a run that had no live job', runId: run.id, generation: bumped.dispatch_generation });
+      this.logger.warn({
+        msg: 're-enqueued a run that had no live job',
+        runId: run.id,
+        generation: bumped.dispatch_generation,
+      });
     }
     return { requeued };
   }

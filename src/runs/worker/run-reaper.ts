@@ -45,7 +45,10 @@ export class RunReaper implements OnModuleInit {
       const spent = run.attempts >= this.config.runMaxAttempts;
       // A FAILED run is announced like any other: the outbox row is part of the transition's statement.
       const outbox = spent
-        ? this.outbox.cte({ eventType: 'run.failed', text: renderText(run.id, run.project_name, RunStatus.FAILED, run.requirement) }, 'upd')
+        ? this.outbox.cte(
+            { eventType: 'run.failed', text: renderText(run.id, run.project_name, RunStatus.FAILED, run.requirement) },
+            'upd',
+          )
         : null;
       const row = await this.runs.reapLost(run, { spent, outbox, workerId: this.workerId });
       if (!row) continue;

@@ -69,12 +69,18 @@ export class RunWorkerRepository {
                AND o.id <> r.id AND o.lease_expires_at > now())
           < (SELECT p.max_concurrent_runs FROM projects p WHERE p.id = r.project_id)`,
       values: { redisToken: req.redisToken, owner: req.owner, leaseMs: req.leaseMs },
-      output: { columns: ', p.name AS project_name, p.workspace_path AS project_workspace_path', join: 'JOIN projects p ON p.id = upd.project_id' },
+      output: {
+        columns: ', p.name AS project_name, p.workspace_path AS project_workspace_path',
+        join: 'JOIN projects p ON p.id = upd.project_id',
+      },
       workerId: req.workerId,
       reason: 'claimed',
     };
     const rows = await this.statements.inOneRoundTrip<ClaimedRow>([
-      { text: 'SELECT p.id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p', values: [runId] },
+      {
+        text: 'SELECT p.id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p',
+        values: [runId],
+      },
       this.transitions.statement(runId, spec),
     ]);
     return this.transitions.counted(spec, rows[0] ?? null);
@@ -153,7 +159,10 @@ export class RunWorkerRepository {
   }
 
   /** A lost worker's run: back to RETRYING (a new dispatch generation) or, attempts spent, FAILED. */
-  async reapLost(run: LostRun, w: { spent: boolean; outbox: NamedStatement | null; workerId: string }): Promise<FinalizedRow | null> {
+  async reapLost(
+    run: LostRun,
+    w: { spent: boolean; outbox: NamedStatement | null; workerId: string },
+  ): Promise<FinalizedRow | null> {
     return this.transitions.transition<FinalizedRow>(run.id, {
       to: w.spent ? RunStatus.FAILED : RunStatus.RETRYING,
       from: [RunStatus.RUNNING],

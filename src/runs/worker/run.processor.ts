@@ -75,11 +75,19 @@ export class RunProcessor implements OnModuleInit {
     });
     // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
     lease.onBeat(() => this.runs.extendLease(runId, token, this.config.runLockTtlMs));
-    const workspace = run.task_id ? join(this.config.workspaceRoot, project.id, 'tasks', run.task_id) : project.workspace_path;
+    const workspace = run.task_id
+      ? join(this.config.workspaceRoot, project.id, 'tasks', run.task_id)
+      : project.workspace_path;
     this.logger.log({ msg: 'run started', runId, jobId: job.id, attempt: run.attempts, fencingToken: token });
     // The command's credential lives exactly as long as this attempt's lease.
     const access: CommandAccessHandle | undefined = this.executor.usesRunApi
-      ? await this.access.open({ runId, projectId: project.id, attempt: run.attempts, fencingToken: token, signal: lease.signal })
+      ? await this.access.open({
+          runId,
+          projectId: project.id,
+          attempt: run.attempts,
+          fencingToken: token,
+          signal: lease.signal,
+        })
       : undefined;
     let result: ExecutionResult;
     try {
@@ -112,9 +120,15 @@ export class RunProcessor implements OnModuleInit {
   }
 
   /** Carries out decideOutcome(): hand over, abandon, or the fenced write of the attempt's result. */
-  private async record(a: AttemptContext, result: ExecutionResult, lease: Lease, stats: string): Promise<RunJobOutcome> {
+  private async record(
+    a: AttemptContext,
+    result: ExecutionResult,
+    lease: Lease,
+    stats: string,
+  ): Promise<RunJobOutcome> {
     const { runId } = a.job.data;
-    const cause = result.outcome !== 'aborted' ? null : lease.signal.reason instanceof ShutdownAbort ? 'shutdown' : 'lost';
+    const cause =
+      result.outcome !== 'aborted' ? null : lease.signal.reason instanceof ShutdownAbort ? 'shutdown' : 'lost';
     const outcome = decideOutcome(
       result,
       a.attempt,
@@ -135,7 +149,13 @@ export class RunProcessor implements OnModuleInit {
     }
     if (outcome.kind === 'abandon') {
       // If nobody else took the run, the job comes back after a lock TTL and the claim sorts it out.
-      this.logger.warn({ msg: 'run attempt aborted', runId, jobId: a.job.id, attempt: a.attempt, reason: String(lease.signal.reason) });
+      this.logger.warn({
+        msg: 'run attempt aborted',
+        runId,
+        jobId: a.job.id,
+        attempt: a.attempt,
+        reason: String(lease.signal.reason),
+      });
       throw new RetryLaterError(outcome.delayMs, 'attempt aborted (lock lost or cancelled)');
     }
     const { to, reason, lastError, delayMs } = outcome;
@@ -151,12 +171,18 @@ export class RunProcessor implements OnModuleInit {
       reason,
     });
     if (finalized.kind === 'fenced') {
-      this.logger.warn({ msg: 'finalize fenced out: a newer holder owns the run', runId, jobId: a.job.id, fencingToken: a.token });
+      this.logger.warn({
+        msg: 'finalize fenced out: a newer holder owns the run',
+        runId,
+        jobId: a.job.id,
+        fencingToken: a.token,
+      });
       return 'fenced';
     }
     // Without a Slack URL the row is SKIPPED and no process takes notification jobs: a kick would
     // only leave a job nobody ever consumes.
-    if (finalized.notificationId && this.config.slackWebhookUrl) await this.kicker.kick(finalized.notificationId).catch(() => undefined);
+    if (finalized.notificationId && this.config.slackWebhookUrl)
+      await this.kicker.kick(finalized.notificationId).catch(() => undefined);
     this.logger.log({ msg: 'run finished attempt', runId, jobId: a.job.id, attempt: a.attempt, status: to, reason });
     if (to === RunStatus.RETRYING) throw new RetryLaterError(delayMs, reason);
     return to === RunStatus.SUCCESS ? 'succeeded' : 'failed';
