@@ -24,7 +24,12 @@ export interface BareBullResult {
 }
 
 /** With `fork`, each job's processor forks `sh -c true` and waits for it (the full path's baseline). */
-export async function measureBareBull(config: AppConfig, jobs: number, producerConcurrency: number, fork_ = false): Promise<BareBullResult> {
+export async function measureBareBull(
+  config: AppConfig,
+  jobs: number,
+  producerConcurrency: number,
+  fork_ = false,
+): Promise<BareBullResult> {
   const queueName = `bare_${randomUUID().slice(0, 8)}`;
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
     env: {
@@ -55,7 +60,9 @@ export async function measureBareBull(config: AppConfig, jobs: number, producerC
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(null, config.redisUrl);
     const t0 = Date.now();
-    await pool(jobs, producerConcurrency, (i) => producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }));
+    await pool(jobs, producerConcurrency, (i) =>
+      producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }),
+    );
     const deadline = Date.now() + 120_000;
     while (completed < jobs) {
       if (Date.now() > deadline) throw new Error(`bare Bull: only ${completed}/${jobs} jobs completed in 120 s`);

@@ -53,7 +53,8 @@ function phasesToRun(): string[] {
   if (raw === undefined || raw.trim() === '') return ALL_PHASES;
   const picked = raw.split(',').map((p) => p.trim());
   const unknown = picked.filter((p) => !ALL_PHASES.includes(p));
-  if (unknown.length) throw new Error(`BENCH_PHASES: unknown phase(s) ${unknown.join(', ')}; known: ${ALL_PHASES.join(', ')}`);
+  if (unknown.length)
+    throw new Error(`BENCH_PHASES: unknown phase(s) ${unknown.join(', ')}; known: ${ALL_PHASES.join(', ')}`);
   return ALL_PHASES.filter((p) => picked.includes(p));
 }
 
@@ -93,7 +94,9 @@ async function main(): Promise<void> {
   for (const k of ['PLANE_WEBHOOK_SECRETS', 'SLACK_WEBHOOK_URL', 'APP_ROLE', 'PORT']) delete appEnv[k];
   const config = loadConfig({ ...appEnv, APP_ROLE: 'api' });
   const loadBefore = load();
-  log(`scratch database ${databaseUrl.replace(/\/\/[^@]*@/, '//')}, Redis prefix ${tag}, load ${loadBefore}, phases ${phases.join(',')}`);
+  log(
+    `scratch database ${databaseUrl.replace(/\/\/[^@]*@/, '//')}, Redis prefix ${tag}, load ${loadBefore}, phases ${phases.join(',')}`,
+  );
   let app: INestApplication | undefined;
   try {
     const host = await machine(withDatabase(base.databaseUrl, 'postgres'), base.redisUrl);
@@ -158,7 +161,9 @@ async function main(): Promise<void> {
           batch.ids,
           workers,
         );
-        log(`  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`);
+        log(
+          `  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}`,
+        );
         guarded.push(g);
       }
       producerPeakRssMb = peakRssMb(process.pid);
@@ -182,7 +187,9 @@ async function main(): Promise<void> {
       log(`  ${bareFork.jobsPerSec.toFixed(0)} jobs/s`);
       log(`full path: ${fullRuns} runs created + dispatched over HTTP, one worker forking sh -c true`);
       fullPath = await measureFullPath(appEnv, API_KEY, fullRuns, producers);
-      log(`  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`);
+      log(
+        `  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,
+      );
     }
 
     let intake: IntakeResult | undefined;
@@ -239,7 +246,9 @@ async function main(): Promise<void> {
   } finally {
     await app?.close().catch(() => undefined);
     await dropDatabase(databaseUrl).catch((err: unknown) => log(`could not drop the scratch database: ${String(err)}`));
-    await dropRedisPrefix(base.redisUrl, tag).catch((err: unknown) => log(`could not delete Redis keys ${tag}:*: ${String(err)}`));
+    await dropRedisPrefix(base.redisUrl, tag).catch((err: unknown) =>
+      log(`could not delete Redis keys ${tag}:*: ${String(err)}`),
+    );
     rmSync(workspaceRoot, { recursive: true, force: true });
   }
 }

@@ -20,7 +20,13 @@ export interface FullPathResult {
   cpuMsPerRun: { api: number | null; worker: number | null };
 }
 
-function call(agent: Agent, port: number, apiKey: string, path: string, body: object): Promise<{ status: number; json: { id?: string } }> {
+function call(
+  agent: Agent,
+  port: number,
+  apiKey: string,
+  path: string,
+  body: object,
+): Promise<{ status: number; json: { id?: string } }> {
   const data = JSON.stringify(body);
   return new Promise((res, rej) => {
     const req = request(
@@ -30,7 +36,11 @@ function call(agent: Agent, port: number, apiKey: string, path: string, body: ob
         port,
         method: 'POST',
         path,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data), Authorization: `Bearer ${apiKey}` },
+        headers: {
+          'Content-Type': 'application/json',
+          'Content-Length': Buffer.byteLength(data),
+          Authorization: `Bearer ${apiKey}`,
+        },
       },
       (r) => {
         let text = '';
@@ -44,7 +54,12 @@ function call(agent: Agent, port: number, apiKey: string, path: string, body: ob
   });
 }
 
-export async function measureFullPath(env: Record<string, string>, apiKey: string, runs: number, producers: number): Promise<FullPathResult> {
+export async function measureFullPath(
+  env: Record<string, string>,
+  apiKey: string,
+  runs: number,
+  producers: number,
+): Promise<FullPathResult> {
   const shellEnv = { ...env, RUN_EXECUTOR: 'shell', ORCHESTRATOR_COMMAND: 'true', RUN_AS_USER: 'same' };
   const api = await startApp({ ...shellEnv, APP_ROLE: 'api' });
   const worker = await startApp({ ...shellEnv, APP_ROLE: 'worker' }).catch(async (err: unknown) => {
@@ -57,7 +72,10 @@ export async function measureFullPath(env: Record<string, string>, apiKey: strin
     await pg.connect();
     const projects: string[] = [];
     for (let i = 0; i < 8; i++) {
-      const p = await call(agent, api.port, apiKey, '/api/projects', { name: `full-path-${i}`, maxConcurrentRuns: 1000 });
+      const p = await call(agent, api.port, apiKey, '/api/projects', {
+        name: `full-path-${i}`,
+        maxConcurrentRuns: 1000,
+      });
       if (p.status !== 201 || !p.json.id) throw new Error(`full path: create project answered ${p.status}`);
       projects.push(p.json.id);
     }
@@ -75,7 +93,10 @@ export async function measureFullPath(env: Record<string, string>, apiKey: strin
     });
     const deadline = Date.now() + 120_000;
     for (;;) {
-      const { rows } = await pg.query(`SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status NOT IN ('SUCCESS', 'FAILED')`, [ids]);
+      const { rows } = await pg.query(
+        `SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status NOT IN ('SUCCESS', 'FAILED')`,
+        [ids],
+      );
       if (rows[0].n === 0 || Date.now() > deadline) break;
       await sleep(100);
     }

@@ -40,7 +40,9 @@ export async function measureGraphile(
   let state = { distinct: 0, total: 0, lastAt: 0 };
   let ready!: () => void;
   const isReady = new Promise<void>((r) => (ready = r));
-  const failed = new Promise<never>((_, rej) => child.once('exit', (code) => rej(new Error(`graphile-worker consumer exited (${code})`))));
+  const failed = new Promise<never>((_, rej) =>
+    child.once('exit', (code) => rej(new Error(`graphile-worker consumer exited (${code})`))),
+  );
   failed.catch(() => undefined);
   child.on('message', (m: { ready?: boolean; distinct?: number; total?: number; lastAt?: number }) => {
     if (m.ready) ready();
@@ -93,6 +95,8 @@ export async function measureGraphile(
   } finally {
     await pg.end().catch(() => undefined);
     if (child.connected) child.disconnect();
-    await new Promise((r) => (child.exitCode === null && child.signalCode === null ? child.once('exit', r) : r(undefined)));
+    await new Promise((r) =>
+      child.exitCode === null && child.signalCode === null ? child.once('exit', r) : r(undefined),
+    );
   }
 }

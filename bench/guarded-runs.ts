@@ -49,7 +49,8 @@ export interface GuardedSetup {
 export async function measureGuarded(s: GuardedSetup, runIds: string[], workers: number): Promise<GuardedResult> {
   const procs: AppProcess[] = [];
   try {
-    for (const p of await Promise.all(Array.from({ length: workers }, () => startApp(s.workerEnv, s.workerNodeArgs)))) procs.push(p);
+    for (const p of await Promise.all(Array.from({ length: workers }, () => startApp(s.workerEnv, s.workerNodeArgs))))
+      procs.push(p);
     let accepted = 0;
     const workerCpu0 = procs.map((p) => cpuMs(p.child.pid));
     const producerCpu0 = process.cpuUsage();
@@ -66,14 +67,17 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
     // The phase's runs are the only unfinished ones in the scratch database. A cheap poll, and not
     // a frequent one: the clock stops at finished_at, not at the poll.
     for (;;) {
-      const [{ n }] = await s.ds.query(`SELECT count(*)::int AS n FROM runs WHERE status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')`);
+      const [{ n }] = await s.ds.query(
+        `SELECT count(*)::int AS n FROM runs WHERE status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')`,
+      );
       if (n === 0) break;
       if (Date.now() > deadline) break; // counted below as not succeeded
       await sleep(100);
     }
-    const [{ last }] = await s.ds.query(`SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`, [
-      runIds,
-    ]);
+    const [{ last }] = await s.ds.query(
+      `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`,
+      [runIds],
+    );
     const seconds = (Number(last) - t0) / 1000;
     const producerCpu = process.cpuUsage(producerCpu0);
     const { postgresMs, redisMs } = await services();
@@ -100,7 +104,10 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
   }
 }
 
-async function verify(ds: DataSource, runIds: string[]): Promise<Pick<GuardedResult, 'notSucceeded' | 'duplicatesExecuted' | 'outboxMismatches'>> {
+async function verify(
+  ds: DataSource,
+  runIds: string[],
+): Promise<Pick<GuardedResult, 'notSucceeded' | 'duplicatesExecuted' | 'outboxMismatches'>> {
   const [row] = await ds.query(
     `WITH r AS (SELECT id, status, attempts FROM runs WHERE id = ANY($1)),
           claims AS (SELECT run_id, count(*) AS c FROM run_events WHERE run_id = ANY($1) AND to_status = 'RUNNING' GROUP BY run_id),

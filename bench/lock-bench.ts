@@ -17,7 +17,11 @@ export interface LockBenchResult {
 const ROUNDS = 3;
 const ROUND_MS = 2000;
 
-async function timed(concurrency: number, ms: number, op: (loop: number) => Promise<void>): Promise<{ ops: number; seconds: number }> {
+async function timed(
+  concurrency: number,
+  ms: number,
+  op: (loop: number) => Promise<void>,
+): Promise<{ ops: number; seconds: number }> {
   let ops = 0;
   const t0 = process.hrtime.bigint();
   const stopAt = Date.now() + ms;

@@ -53,7 +53,11 @@ function post(agent: Agent, port: number, body: string, signature: string): Prom
   });
 }
 
-export async function runOpenLoopIntake(env: Record<string, string>, ratePerSec: number, seconds: number): Promise<OpenLoopResult> {
+export async function runOpenLoopIntake(
+  env: Record<string, string>,
+  ratePerSec: number,
+  seconds: number,
+): Promise<OpenLoopResult> {
   const server = await startApp({ ...env, APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET });
   // No cap on sockets: an open loop opens another connection rather than wait for a free one.
   const agent = new Agent({ keepAlive: true });

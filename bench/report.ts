@@ -42,11 +42,20 @@ interface Target {
 }
 
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
-const r = (n: number | null | undefined, digits = 0) => (n === null || n === undefined || !Number.isFinite(n) ? null : round(n, digits));
-const div = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? null : a / b);
+const r = (n: number | null | undefined, digits = 0) =>
+  n === null || n === undefined || !Number.isFinite(n) ? null : round(n, digits);
+const div = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? null : a / b;
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined);
 
-function target(name: string, label: string, value: number | null, op: '>=' | '<=' | '=', goal: number, digits = 2): Target {
+function target(
+  name: string,
+  label: string,
+  value: number | null,
+  op: '>=' | '<=' | '=',
+  goal: number,
+  digits = 2,
+): Target {
   const met = value === null ? null : op === '>=' ? value >= goal : op === '<=' ? value <= goal : value === goal;
   return { name, label, value: r(value, digits), goal: `${op} ${goal}`, met };
 }
@@ -55,21 +64,41 @@ export function buildReport(i: BenchInputs) {
   const [one, two] = i.guarded;
   const graphileMean = mean(i.graphile.map((g) => g.jobsPerSec));
   const cpu = one
-    ? { worker: one.workerCpuMsPerRun, producer: one.producerCpuMsPerRun, postgres: one.postgresCpuMsPerRun, redis: one.redisCpuMsPerRun }
+    ? {
+        worker: one.workerCpuMsPerRun,
+        producer: one.producerCpuMsPerRun,
+        postgres: one.postgresCpuMsPerRun,
+        redis: one.redisCpuMsPerRun,
+      }
     : null;
   const cpuTotal = cpu && !Object.values(cpu).includes(null) ? Object.values(cpu).reduce((a, b) => a! + b!, 0)! : null;
-  const appRss = [...i.guarded.flatMap((g) => g.workerPeakRssMb), i.intake?.serverPeakRssMb ?? null, i.openLoop?.serverPeakRssMb ?? null].filter(
-    (x): x is number => x !== null,
-  );
+  const appRss = [
+    ...i.guarded.flatMap((g) => g.workerPeakRssMb),
+    i.intake?.serverPeakRssMb ?? null,
+    i.openLoop?.serverPeakRssMb ?? null,
+  ].filter((x): x is number => x !== null);
   const peakRssMb = appRss.length ? Math.max(...appRss) : null;
-  const duplicatesExecuted = i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0) + (i.fullPath?.duplicatesExecuted ?? 0);
+  const duplicatesExecuted =
+    i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0) + (i.fullPath?.duplicatesExecuted ?? 0);
   const guarded = i.guarded.length > 0;
   const targets: Target[] = [
     target('graphileRatio', 'guarded runs/s ÷ graphile-worker jobs/s', div(one?.runsPerSec, graphileMean), '>=', 3),
-    target('guardRatio', 'guarded runs/s ÷ bare Bull no-op jobs/s', div(one?.runsPerSec, i.bare?.jobsPerSec), '>=', 0.25),
+    target(
+      'guardRatio',
+      'guarded runs/s ÷ bare Bull no-op jobs/s',
+      div(one?.runsPerSec, i.bare?.jobsPerSec),
+      '>=',
+      0.25,
+    ),
     target('cpuMsPerRun', 'CPU ms per guarded run, all processes', cpuTotal, '<=', 1.0),
     target('twoWorkerSpeedup', 'two worker processes ÷ one', div(two?.runsPerSec, one?.runsPerSec), '>=', 1.0),
-    target('fullPathRatio', 'full path (fork sh -c true) ÷ bare Bull forking', div(i.fullPath?.runsPerSec, i.bareFork?.jobsPerSec), '>=', 0.5),
+    target(
+      'fullPathRatio',
+      'full path (fork sh -c true) ÷ bare Bull forking',
+      div(i.fullPath?.runsPerSec, i.bareFork?.jobsPerSec),
+      '>=',
+      0.5,
+    ),
     target(
       'intakeCeilingRatio',
       'intake ÷ trivial-route ceiling (c=64, 80 % dup)',
@@ -77,10 +106,24 @@ export function buildReport(i: BenchInputs) {
       '>=',
       0.6,
     ),
-    target('openLoopP99Ms', `intake p99 ms at an offered ${i.openLoop?.offeredPerSec ?? 500}/s (open loop)`, i.openLoop?.p99Ms ?? null, '<=', 25, 1),
+    target(
+      'openLoopP99Ms',
+      `intake p99 ms at an offered ${i.openLoop?.offeredPerSec ?? 500}/s (open loop)`,
+      i.openLoop?.p99Ms ?? null,
+      '<=',
+      25,
+      1,
+    ),
     target('lockRatio', 'lock acquire+release ÷ raw SET NX + DEL', i.locks?.lockRatio ?? null, '>=', 0.8),
     target('peakRssMb', 'peak RSS of any app process (MB)', peakRssMb, '<=', 200, 0),
-    target('duplicatesExecuted', 'duplicates executed (onceflow)', guarded || i.fullPath ? duplicatesExecuted : null, '=', 0, 0),
+    target(
+      'duplicatesExecuted',
+      'duplicates executed (onceflow)',
+      guarded || i.fullPath ? duplicatesExecuted : null,
+      '=',
+      0,
+      0,
+    ),
   ];
   return {
     date: new Date().toISOString(),
@@ -143,7 +186,8 @@ const show = (v: number | null | undefined, digits = 0) => (v === null || v === 
 
 export function printTable(rep: BenchReport): void {
   const w = [50, 12, 8];
-  const line = (a: string, b: string, c = '', d = '') => `${a.padEnd(w[0])} ${b.padStart(w[1])}  ${c.padEnd(w[2])} ${d}`.trimEnd();
+  const line = (a: string, b: string, c = '', d = '') =>
+    `${a.padEnd(w[0])} ${b.padStart(w[1])}  ${c.padEnd(w[2])} ${d}`.trimEnd();
   const status = (t: Target) => (t.met === null ? 'not measured' : t.met ? 'met' : 'MISSED');
   const cpu = rep.cpuMsPerGuardedRun;
   const out = [
@@ -152,19 +196,38 @@ export function printTable(rep: BenchReport): void {
     `load average before ${rep.machine.loadAverageBefore}, after ${rep.machine.loadAverageAfter}; took ${rep.totalSeconds} s`,
     '',
     line('figure', 'value', 'target', 'met?'),
-    ...rep.targets.map((t) => line(t.label, show(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2), t.goal, status(t))),
+    ...rep.targets.map((t) =>
+      line(
+        t.label,
+        show(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2),
+        t.goal,
+        status(t),
+      ),
+    ),
     '',
     line('bare Bull no-op jobs/s', show(rep.bareBullJobsPerSec)),
     line('graphile-worker jobs/s (before / after)', rep.graphileJobsPerSec.map((x) => x.toFixed(0)).join(' / ') || '—'),
     line('  its duplicates executed twice (before / after)', rep.graphileDuplicatesExecuted.join(' / ') || '—'),
-    line('guarded runs/s (1 / 2 worker processes)', `${show(rep.guardedRunsPerSecOneWorker)} / ${show(rep.guardedRunsPerSecTwoWorkers)}`),
+    line(
+      'guarded runs/s (1 / 2 worker processes)',
+      `${show(rep.guardedRunsPerSecOneWorker)} / ${show(rep.guardedRunsPerSecTwoWorkers)}`,
+    ),
     line(
       '  CPU ms/run worker+producer+pg+redis',
       cpu ? `${[cpu.worker, cpu.producer, cpu.postgres, cpu.redis].map((x) => show(x, 2)).join('+')}` : '—',
     ),
-    line('full path runs/s / bare Bull forking jobs/s', `${show(rep.fullPathRunsPerSec)} / ${show(rep.bareBullForkJobsPerSec)}`),
-    line('intake deliveries/s / HTTP ceiling (c=64)', `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`),
-    line('open-loop intake p50 / p99 ms', rep.openLoop ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)}` : '—'),
+    line(
+      'full path runs/s / bare Bull forking jobs/s',
+      `${show(rep.fullPathRunsPerSec)} / ${show(rep.bareBullForkJobsPerSec)}`,
+    ),
+    line(
+      'intake deliveries/s / HTTP ceiling (c=64)',
+      `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`,
+    ),
+    line(
+      'open-loop intake p50 / p99 ms',
+      rep.openLoop ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)}` : '—',
+    ),
     '',
     'written to bench/results/latest.json and bench/results/latest.svg',
   ];

@@ -197,9 +197,11 @@ export async function serviceCpu(
   const redis = new Redis(redisUrl);
   const backends = async (): Promise<number[]> =>
     pg
-      ? (await pg.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()')).rows.map(
-          (r) => r.pid,
-        )
+      ? (
+          await pg.query<{ pid: number }>(
+            'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+          )
+        ).rows.map((r) => r.pid)
       : [];
   const redisCpu = async (): Promise<number> => {
     const info = await redis.info('cpu');

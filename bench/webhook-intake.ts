@@ -139,7 +139,11 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
   let errors = 0;
 
   /** `concurrency` loops, each sending one delivery after another; samples after the warm-up. */
-  async function phase(concurrency: number, warmupMs: number, durationMs: number): Promise<{ samples: Sample[]; seconds: number; answered: number }> {
+  async function phase(
+    concurrency: number,
+    warmupMs: number,
+    durationMs: number,
+  ): Promise<{ samples: Sample[]; seconds: number; answered: number }> {
     const samples: Sample[] = [];
     let answered = 0;
     const measureFrom = Date.now() + warmupMs;
@@ -150,7 +154,10 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         let delivery: { body: string; signature: string };
         if (retry) delivery = sent[Math.floor(Math.random() * sent.length)];
         else {
-          const body = v1Body(newWorkItem({ project: projects[sent.length % PLANE_PROJECTS], name: `Bench item ${sent.length}` }), 'created');
+          const body = v1Body(
+            newWorkItem({ project: projects[sent.length % PLANE_PROJECTS], name: `Bench item ${sent.length}` }),
+            'created',
+          );
           delivery = { body, signature: sign(body) };
           sent.push(delivery);
         }
@@ -158,7 +165,8 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         try {
           const status = await post(agent, server.port, delivery.body, delivery.signature);
           answered++;
-          if (Date.now() >= measureFrom) samples.push({ kind: retry ? 'retry' : 'new', status, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
+          if (Date.now() >= measureFrom)
+            samples.push({ kind: retry ? 'retry' : 'new', status, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
         } catch {
           errors++;
         }
@@ -189,7 +197,12 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
               (SELECT coalesce(sum(duplicate_count), 0)::int FROM webhook_deliveries) AS dups`,
     );
     await pg.end();
-    const stored = { tasks: rows[0].tasks, runs: rows[0].runs, deliveries: rows[0].deliveries, duplicatesCounted: rows[0].dups };
+    const stored = {
+      tasks: rows[0].tasks,
+      runs: rows[0].runs,
+      deliveries: rows[0].deliveries,
+      duplicatesCounted: rows[0].dups,
+    };
     const ok = stored.tasks === sent.length && stored.runs === sent.length && stored.deliveries === sent.length;
     return {
       concurrency: INTAKE_CONCURRENCY,
@@ -204,11 +217,16 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         new: latency(single.samples.filter((s) => s.kind === 'new')),
         retry: latency(single.samples.filter((s) => s.kind === 'retry')),
       },
-      statusCounts: samples.reduce<Record<number, number>>((acc, s) => ({ ...acc, [s.status]: (acc[s.status] ?? 0) + 1 }), {}),
+      statusCounts: samples.reduce<Record<number, number>>(
+        (acc, s) => ({ ...acc, [s.status]: (acc[s.status] ?? 0) + 1 }),
+        {},
+      ),
       clientErrors: errors,
       distinctBodies: sent.length,
       stored,
-      mismatch: ok ? null : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
+      mismatch: ok
+        ? null
+        : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
       serverPeakRssMb,
       httpCeilingPerSec,
       cpuPerDeliveryMs: {

@@ -11,7 +11,9 @@ export class CreateCoreSchema1764400000000 implements MigrationInterface {
     await queryRunner.query(
       `CREATE TABLE "notification_logs" ("id" uuid NOT NULL DEFAULT gen_random_uuid(), "run_id" uuid NOT NULL, "event_type" text NOT NULL, "channel" text NOT NULL, "status" text NOT NULL DEFAULT 'PENDING', "message" jsonb NOT NULL, "attempts" integer NOT NULL DEFAULT '0', "next_attempt_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), "claimed_until" TIMESTAMP WITH TIME ZONE, "last_error" text, "sent_at" TIMESTAMP WITH TIME ZONE, "created_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), "updated_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), CONSTRAINT "uq_notification_logs_run_event" UNIQUE ("run_id", "event_type", "channel"), CONSTRAINT "ck_notification_logs_status" CHECK ("status" IN ('PENDING','SENT','FAILED','SKIPPED')), CONSTRAINT "pk_notification_logs" PRIMARY KEY ("id"))`,
     );
-    await queryRunner.query(`CREATE INDEX "ix_notification_logs_due" ON "notification_logs"  ("status", "next_attempt_at") `);
+    await queryRunner.query(
+      `CREATE INDEX "ix_notification_logs_due" ON "notification_logs"  ("status", "next_attempt_at") `,
+    );
     await queryRunner.query(
       `CREATE TABLE "idempotency_keys" ("key" text NOT NULL, "fingerprint" text NOT NULL, "state" text NOT NULL, "response_status" integer, "response_body" jsonb, "created_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), "expires_at" TIMESTAMP WITH TIME ZONE NOT NULL, CONSTRAINT "ck_idempotency_keys_state" CHECK ("state" IN ('in_flight','completed')), CONSTRAINT "pk_idempotency_keys" PRIMARY KEY ("key"))`,
     );
@@ -32,7 +34,9 @@ export class CreateCoreSchema1764400000000 implements MigrationInterface {
     await queryRunner.query(
       `CREATE TABLE "runs" ("id" uuid NOT NULL DEFAULT gen_random_uuid(), "project_id" uuid NOT NULL, "task_id" uuid, "kind" text NOT NULL DEFAULT 'manual', "requirement" text NOT NULL, "status" text NOT NULL DEFAULT 'PENDING', "attempts" integer NOT NULL DEFAULT '0', "fencing_token" bigint NOT NULL DEFAULT '0', "lease_owner" text, "lease_expires_at" TIMESTAMP WITH TIME ZONE, "dispatch_generation" integer NOT NULL DEFAULT '0', "last_error" text, "output_tail" text, "started_at" TIMESTAMP WITH TIME ZONE, "finished_at" TIMESTAMP WITH TIME ZONE, "created_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), "updated_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), CONSTRAINT "ck_runs_kind" CHECK ("kind" IN ('manual','authoring')), CONSTRAINT "ck_runs_status" CHECK ("status" IN ('PENDING','QUEUED','RUNNING','RETRYING','SUCCESS','FAILED','CANCELLED')), CONSTRAINT "pk_runs" PRIMARY KEY ("id"))`,
     );
-    await queryRunner.query(`CREATE UNIQUE INDEX "ux_runs_task_authoring" ON "runs"  ("task_id") WHERE "kind" = 'authoring'`);
+    await queryRunner.query(
+      `CREATE UNIQUE INDEX "ux_runs_task_authoring" ON "runs"  ("task_id") WHERE "kind" = 'authoring'`,
+    );
     await queryRunner.query(`CREATE INDEX "ix_runs_created" ON "runs"  ("created_at", "id") `);
     await queryRunner.query(`CREATE INDEX "ix_runs_status_lease" ON "runs"  ("status", "lease_expires_at") `);
     await queryRunner.query(`CREATE INDEX "ix_runs_project_status" ON "runs"  ("project_id", "status") `);

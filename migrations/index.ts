@@ -4,4 +4,8 @@ import { CreateRunStepsAndLlmCache1796107641659 } from './1796107641659-CreateRu
 
 // Migrations are listed explicitly (not globbed) so the app, the CLI and jest load the same set.
 // Append new ones at the end, in timestamp order.
-export const MIGRATIONS: Function[] = [CreateCoreSchema1764400000000, CreateWebhookDeliveries1795972334867, CreateRunStepsAndLlmCache1796107641659];
+export const MIGRATIONS: Function[] = [
+  CreateCoreSchema1764400000000,
+  CreateWebhookDeliveries1795972334867,
+  CreateRunStepsAndLlmCache1796107641659,
+];

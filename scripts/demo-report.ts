@@ -16,7 +16,8 @@ async function guardCounts(processes: AppProcess[]): Promise<Record<string, numb
     const text = await fetch(`${p.url}/metrics`)
       .then((r) => r.text())
       .catch(() => '');
-    for (const m of text.matchAll(/^onceflow_duplicates_suppressed_total\{guard="([^"]+)"\} (\d+)/gm)) out[m[1]] = (out[m[1]] ?? 0) + Number(m[2]);
+    for (const m of text.matchAll(/^onceflow_duplicates_suppressed_total\{guard="([^"]+)"\} (\d+)/gm))
+      out[m[1]] = (out[m[1]] ?? 0) + Number(m[2]);
   }
   return out;
 }
@@ -42,20 +43,41 @@ export async function collectFigures(
   );
   const sent = await one(`SELECT count(*) FILTER (WHERE status = 'SENT')::int AS n FROM notification_logs`);
   const perRun = new Map<string, number>();
-  for (const e of witness.executions) if (e.end?.kind === 'done') perRun.set(e.start.runId, (perRun.get(e.start.runId) ?? 0) + 1);
+  for (const e of witness.executions)
+    if (e.end?.kind === 'done') perRun.set(e.start.runId, (perRun.get(e.start.runId) ?? 0) + 1);
   const twice = [...perRun.values()].filter((n) => n > 1).length;
   const dispatches = runs.runIds.length * 10;
   return {
     rows: [
-      ['dispatch requests', dispatches, `${runs.answers.get('202')} × 202 accepted, ${runs.answers.get('409')} × 409 duplicate`],
-      ['Plane deliveries received', plane.sent, `${plane.workItems.length} work items + ${plane.botItems.length} by our bot, each sent many times`],
+      [
+        'dispatch requests',
+        dispatches,
+        `${runs.answers.get('202')} × 202 accepted, ${runs.answers.get('409')} × 409 duplicate`,
+      ],
+      [
+        'Plane deliveries received',
+        plane.sent,
+        `${plane.workItems.length} work items + ${plane.botItems.length} by our bot, each sent many times`,
+      ],
       ['  accepted (new)', plane.answers.get('accepted'), 'a new body: stored and processed'],
-      ['  duplicates', plane.answers.get('duplicate'), `same bytes again (fresh X-Plane-Delivery), or the item already has its task`],
+      [
+        '  duplicates',
+        plane.answers.get('duplicate'),
+        `same bytes again (fresh X-Plane-Delivery), or the item already has its task`,
+      ],
       ['  ignored', plane.answers.get('ignored'), 'events by PLANE_BOT_ACTOR_IDS (our own bot)'],
-      ['deliveries stored', deliveries.stored, `${deliveries.dups} duplicate hits counted on them, ${deliveries.ignored} ignored`],
+      [
+        'deliveries stored',
+        deliveries.stored,
+        `${deliveries.dups} duplicate hits counted on them, ${deliveries.ignored} ignored`,
+      ],
       ['tasks', tasks.n, `one per work item (${plane.workItems.length} items)`],
       ['runs', r.total, `${r.total - r.authoring} from the API + ${r.authoring} authoring runs from Plane`],
-      ['runs executed', witness.executions.length, `${witness.count('done')} completed, ${twice} more than once (the orchestrator's own log)`],
+      [
+        'runs executed',
+        witness.executions.length,
+        `${witness.count('done')} completed, ${twice} more than once (the orchestrator's own log)`,
+      ],
       ['run outcomes', `${r.success} / ${r.failed}`, 'SUCCESS / FAILED'],
       ['notifications', slack.delivered(), `${sent.n} SENT rows; messages the local Slack stub answered 200`],
     ],
@@ -67,7 +89,8 @@ export function printTable(f: Figures): void {
   const w0 = Math.max(...f.rows.map((r) => r[0].length));
   const w1 = Math.max(...f.rows.map((r) => String(r[1]).length));
   process.stdout.write('\n');
-  for (const [label, value, note] of f.rows) process.stdout.write(`  ${label.padEnd(w0)}  ${String(value).padStart(w1)}   ${note}\n`);
+  for (const [label, value, note] of f.rows)
+    process.stdout.write(`  ${label.padEnd(w0)}  ${String(value).padStart(w1)}   ${note}\n`);
   const guards = Object.entries(f.guards)
     .filter(([, n]) => n > 0)
     .map(([g, n]) => `${g}=${n}`)

@@ -19,13 +19,26 @@ interface StepView {
  * it is killed with -9 while the third step runs. The next attempt, on the other worker, replays
  * the two finished steps — the LLM is not asked again — and runs the rest.
  */
-export async function stepsDemo(client: ApiClient, db: Pool, workers: AppProcess[], llm: LlmStub, say: (line: string) => void): Promise<void> {
+export async function stepsDemo(
+  client: ApiClient,
+  db: Pool,
+  workers: AppProcess[],
+  llm: LlmStub,
+  say: (line: string) => void,
+): Promise<void> {
   say('');
-  say('steps: one run of the sample orchestrator (prepare → plan [asks the LLM] → write-result → report), each step ~1.5 s;');
+  say(
+    'steps: one run of the sample orchestrator (prepare → plan [asks the LLM] → write-result → report), each step ~1.5 s;',
+  );
   say('       its worker is killed with -9 during write-result …');
   const project = await client.createProject(1);
-  const runId = await client.createRun(project, `${STEPS_DEMO_TAG} Add a /health endpoint that reports the database state`, true);
-  const steps = async (): Promise<StepView[]> => (await client.call('GET', `/api/runs/${runId}/steps`)).body?.items ?? [];
+  const runId = await client.createRun(
+    project,
+    `${STEPS_DEMO_TAG} Add a /health endpoint that reports the database state`,
+    true,
+  );
+  const steps = async (): Promise<StepView[]> =>
+    (await client.call('GET', `/api/runs/${runId}/steps`)).body?.items ?? [];
   await waitFor(
     async () => (await steps()).some((s) => s.name === 'write-result' && s.status === 'STARTED'),
     60_000,
@@ -38,7 +51,9 @@ export async function stepsDemo(client: ApiClient, db: Pool, workers: AppProcess
   if (!victim) throw new Error(`no demo worker holds run ${runId} (lease owner ${rows[0]?.lease_owner})`);
   const callsBefore = llm.count();
   await victim.kill();
-  say(`       kill -9 ${victim.label} (pid ${pid}) at step write-result; the other worker takes the run over after the lock TTL …`);
+  say(
+    `       kill -9 ${victim.label} (pid ${pid}) at step write-result; the other worker takes the run over after the lock TTL …`,
+  );
   await waitFor(
     async () => ['SUCCESS', 'FAILED'].includes((await client.call('GET', `/api/runs/${runId}`)).body?.status),
     90_000,
@@ -51,7 +66,8 @@ export async function stepsDemo(client: ApiClient, db: Pool, workers: AppProcess
   say('');
   say(`  run ${runId}: ${run.status} after ${run.attempts} attempts`);
   for (const s of await steps()) {
-    const note = s.attempt === 1 ? 'ran in attempt 1, replayed from the journal afterwards' : `ran in attempt ${s.attempt}`;
+    const note =
+      s.attempt === 1 ? 'ran in attempt 1, replayed from the journal afterwards' : `ran in attempt ${s.attempt}`;
     say(`    ${s.name.padEnd(13)} ${s.status.padEnd(5)} ${note}`);
   }
   say(`  LLM calls that reached the provider: ${llm.count()} (${llm.count() - callsBefore} after the kill)`);

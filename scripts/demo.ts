@@ -93,7 +93,9 @@ async function main(): Promise<void> {
     const port = await freePort(Number(process.env.DEMO_PORT ?? 3000));
     const app = new AppProcess('api', 'api', env, join(dir, 'logs', 'api.log'), port);
     const scheduler = new AppProcess('scheduler', 'scheduler', env, join(dir, 'logs', 'scheduler.log'));
-    const workers = [1, 2].map((i) => new AppProcess(`worker-${i}`, 'worker', env, join(dir, 'logs', `worker-${i}.log`)));
+    const workers = [1, 2].map(
+      (i) => new AppProcess(`worker-${i}`, 'worker', env, join(dir, 'logs', `worker-${i}.log`)),
+    );
     processes = [app, scheduler, ...workers];
     say('starting onceflow: API, scheduler and two workers, each its own process …');
     await Promise.all(processes.map((p) => p.start()));
@@ -109,7 +111,8 @@ async function main(): Promise<void> {
     const db = pg;
     await waitFor(
       async () =>
-        (await db.query(`SELECT count(*)::int AS n FROM runs WHERE status NOT IN ('SUCCESS', 'FAILED', 'CANCELLED')`)).rows[0].n === 0 &&
+        (await db.query(`SELECT count(*)::int AS n FROM runs WHERE status NOT IN ('SUCCESS', 'FAILED', 'CANCELLED')`))
+          .rows[0].n === 0 &&
         (await db.query(`SELECT count(*)::int AS n FROM notification_logs WHERE status = 'PENDING'`)).rows[0].n === 0,
       60_000,
       'every run to finish and be announced',

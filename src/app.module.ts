@@ -5,6 +5,7 @@ import { AdminModule } from './admin/admin.module';
 import { loggerParams } from './common/logging';
 import type { AppConfig } from './config/app-config';
 import { AppConfigModule } from './config/config.module';
+import { DatabaseModule } from './database/database.module';
 import { dataSourceOptions } from './database/data-source-options';
 import { HealthModule } from './health/health.module';
 import { LocksModule } from './locks/locks.module';
@@ -28,7 +29,10 @@ export class AppModule {
       imports: [
         AppConfigModule.forRoot(config),
         LoggerModule.forRoot(loggerParams(config)),
-        TypeOrmModule.forRoot({ ...dataSourceOptions(config.databaseUrl, Math.max(10, config.workerConcurrency * 2 + 5)) }),
+        TypeOrmModule.forRoot({
+          ...dataSourceOptions(config.databaseUrl, Math.max(10, config.workerConcurrency * 2 + 5)),
+        }),
+        DatabaseModule,
         MetricsModule,
         LocksModule,
         QueuesModule,

@@ -4,7 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
-import { HttpErrorFilter } from './common/http-exception.filter';
+import { HttpErrorFilter } from './http/http-error.filter';
 import { openApiFrame } from './common/openapi';
 import { jsonBodyParser } from './common/json-body';
 import type { AppConfig } from './config/app-config';
@@ -17,11 +17,16 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): vo
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   app.useGlobalFilters(new HttpErrorFilter());
   app.enableShutdownHooks();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, openApiFrame()), { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, openApiFrame()), {
+    jsonDocumentUrl: 'docs-json',
+  });
 }
 
 export async function createApp(config: AppConfig): Promise<INestApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), { rawBody: true, bufferLogs: true });
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), {
+    rawBody: true,
+    bufferLogs: true,
+  });
   configureApp(app, config);
   return app;
 }

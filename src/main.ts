@@ -16,7 +16,9 @@ async function main(): Promise<void> {
   // Names the files, never their content.
   const notes = [
     config.apiKeysGenerated ? `API_KEYS unset: a development key is in ${DEV_KEY_FILE}` : '',
-    config.adminCredentialsGenerated ? `ADMIN_USER/ADMIN_PASSWORD unset: /admin/queues credentials (user:password) are in ${DEV_ADMIN_FILE}` : '',
+    config.adminCredentialsGenerated
+      ? `ADMIN_USER/ADMIN_PASSWORD unset: /admin/queues credentials (user:password) are in ${DEV_ADMIN_FILE}`
+      : '',
   ].filter(Boolean);
   const note = notes.length ? ` (${notes.join('; ')})` : '';
   process.stdout.write(`onceflow ${config.role} listening on :${config.port}${note}\n`);
@@ -27,7 +29,9 @@ main().catch((err: unknown) => {
   if (err instanceof ConfigError || err instanceof ServiceUnreachableError) {
     process.stderr.write(`onceflow: ${err.message}\n`);
   } else {
-    process.stderr.write(`onceflow: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `onceflow: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
   }
   process.exit(1);
 });

@@ -23,7 +23,10 @@ const SCREENSHOT = '/tmp/onceflow-board.png';
 const USER = 'ops';
 const PASSWORD = 'browser-pass-0123456789';
 
-async function openBrowser(origin: string, credentials: { username: string; password: string }): Promise<BrowserContext> {
+async function openBrowser(
+  origin: string,
+  credentials: { username: string; password: string },
+): Promise<BrowserContext> {
   const context = await chromium.launchPersistentContext(tempDir('chromium-profile'), {
     executablePath: CHROMIUM,
     headless: true,
@@ -50,7 +53,11 @@ describe('Bull Board in a real browser', () => {
     }
     // Role api only: no worker takes the job, so it stays waiting for the board to show.
     t = await startApp(
-      testEnv('browser', join(tempDir('browser'), 'executions.log'), { APP_ROLE: 'api', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }),
+      testEnv('browser', join(tempDir('browser'), 'executions.log'), {
+        APP_ROLE: 'api',
+        ADMIN_USER: USER,
+        ADMIN_PASSWORD: PASSWORD,
+      }),
     );
     await t.app.listen(0, '127.0.0.1');
     origin = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
@@ -70,7 +77,9 @@ describe('Bull Board in a real browser', () => {
     const context = await openBrowser(origin, { username: USER, password: PASSWORD });
     try {
       const page = await context.newPage();
-      const res = await page.goto(`${origin}/admin/queues/queue/${RUNS_QUEUE}?status=waiting`, { waitUntil: 'domcontentloaded' });
+      const res = await page.goto(`${origin}/admin/queues/queue/${RUNS_QUEUE}?status=waiting`, {
+        waitUntil: 'domcontentloaded',
+      });
       expect(res?.status()).toBe(200);
       // The job card shows the job id; the run id is part of it, and it appears only once the
       // page has fetched the queue through the authenticated JSON API.

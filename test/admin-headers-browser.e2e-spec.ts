@@ -28,9 +28,14 @@ describe('admin dashboard in a real browser: framing and cross-site requests', (
   let evilPage = '';
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
+    if (!existsSync(CHROMIUM))
+      throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
     t = await startApp(
-      testEnv('browser-hdr', join(tempDir('browser-hdr'), 'executions.log'), { APP_ROLE: 'api', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }),
+      testEnv('browser-hdr', join(tempDir('browser-hdr'), 'executions.log'), {
+        APP_ROLE: 'api',
+        ADMIN_USER: USER,
+        ADMIN_PASSWORD: PASSWORD,
+      }),
     );
     await t.app.listen(0, '127.0.0.1');
     board = `http://127.0.0.1:${(t.app.getHttpServer().address() as AddressInfo).port}`;
@@ -43,7 +48,14 @@ describe('admin dashboard in a real browser: framing and cross-site requests', (
     context = await chromium.launchPersistentContext(tempDir('chromium-hdr'), {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+      ],
       timeout: 30_000,
       httpCredentials: { username: USER, password: PASSWORD },
     });
@@ -78,7 +90,11 @@ describe('admin dashboard in a real browser: framing and cross-site requests', (
     const add = `${board}/admin/queues/api/queues/${RUNS_QUEUE}/add`;
     const before = await queue.getDelayedCount();
     // A form-like POST needs no CORS preflight, so the browser sends it; a PUT it would not.
-    const body = JSON.stringify({ name: '__default__', data: { runId: 'from-another-origin' }, options: { delay: 3_600_000 } });
+    const body = JSON.stringify({
+      name: '__default__',
+      data: { runId: 'from-another-origin' },
+      options: { delay: 3_600_000 },
+    });
     evilPage = `<iframe id="f" src="${board}/admin/queues"></iframe>
       <script>fetch(${JSON.stringify(add)}, { method: 'POST', mode: 'no-cors', credentials: 'include', body: ${JSON.stringify(body)} })
         .finally(() => { document.title = 'sent'; });</script>`;
@@ -92,7 +108,11 @@ describe('admin dashboard in a real browser: framing and cross-site requests', (
     // Blocked by frame-ancestors: Chromium puts its error page in the frame instead of the board.
     const frame = page.frames().find((f) => f !== page.mainFrame());
     expect(frame).toBeDefined();
-    await waitFor(() => frame!.url().startsWith('chrome-error://'), 10_000, `the board frame to be blocked (at ${frame!.url()})`);
+    await waitFor(
+      () => frame!.url().startsWith('chrome-error://'),
+      10_000,
+      `the board frame to be blocked (at ${frame!.url()})`,
+    );
     await page.close();
   });
 });

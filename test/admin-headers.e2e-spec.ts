@@ -12,7 +12,8 @@ const good = { Authorization: `Basic ${Buffer.from(`${USER}:${PASSWORD}`).toStri
 const HOST = 'board.example:8080';
 const SAME = { Host: HOST, Origin: `http://${HOST}` };
 
-const env = (tag: string, overrides: Record<string, string>) => testEnv(tag, `${tempDir(tag)}/executions.log`, { APP_ROLE: 'api', ...overrides });
+const env = (tag: string, overrides: Record<string, string>) =>
+  testEnv(tag, `${tempDir(tag)}/executions.log`, { APP_ROLE: 'api', ...overrides });
 
 function expectNoFraming(res: { headers: Record<string, string> }): void {
   expect(res.headers['content-security-policy']).toBe("frame-ancestors 'none'");
@@ -29,7 +30,8 @@ describe('admin dashboard: framing and cross-origin requests', () => {
   afterAll(() => t.close());
 
   /** A job nobody will run (no worker in an api process, an hour's delay): only the board can touch it. */
-  const parkedJob = () => queue.add({ runId: randomUUID() }, { jobId: `admin-headers.${randomUUID()}`, delay: 3_600_000 });
+  const parkedJob = () =>
+    queue.add({ runId: randomUUID() }, { jobId: `admin-headers.${randomUUID()}`, delay: 3_600_000 });
 
   it.each(['/admin/queues', '/admin/queues/api/queues', '/admin/queues/static/favicon-32x32.png'])(
     'forbids framing %s, for the operator and for an unauthenticated caller alike',
@@ -84,7 +86,9 @@ describe('admin dashboard: framing and cross-origin requests', () => {
 
   it('checks the origin before the credentials: a cross-site request never learns whether they were right', async () => {
     const job = await parkedJob();
-    const res = await t.http.put(`/admin/queues/api/queues/${RUNS_QUEUE}/${job.id}/clean`).set({ Host: HOST, Origin: 'https://evil.example' });
+    const res = await t.http
+      .put(`/admin/queues/api/queues/${RUNS_QUEUE}/${job.id}/clean`)
+      .set({ Host: HOST, Origin: 'https://evil.example' });
     expect(res.status).toBe(403);
     expect(await (await queue.getJob(job.id))?.getState()).toBe('delayed');
   });

@@ -4,7 +4,9 @@ import { tempDir, testEnv } from './support/env';
 
 const USER = 'ops';
 const PASSWORD = 'board:pass-0123456789'; // a ':' inside: only the first one splits user from password
-const basic = (user: string, password: string) => ({ Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+const basic = (user: string, password: string) => ({
+  Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`,
+});
 const good = basic(USER, PASSWORD);
 
 const WRONG: Array<[string, Record<string, string>]> = [
@@ -27,7 +29,8 @@ const SUB_PATHS = [
   '/admin/queues/static/favicon-32x32.png',
 ];
 
-const env = (tag: string, overrides: Record<string, string>) => testEnv(tag, `${tempDir(tag)}/executions.log`, { APP_ROLE: 'api', ...overrides });
+const env = (tag: string, overrides: Record<string, string>) =>
+  testEnv(tag, `${tempDir(tag)}/executions.log`, { APP_ROLE: 'api', ...overrides });
 
 describe('admin dashboard (Bull Board) behind basic auth', () => {
   let t: TestApp;
@@ -63,7 +66,9 @@ describe('admin dashboard (Bull Board) behind basic auth', () => {
       '/admin/queues%2Fapi/queues',
       '/admin/queues/static/../api/queues',
     ];
-    const answers = await Promise.all(variants.map(async (path) => ({ path, status: (await t.http.get(path)).status })));
+    const answers = await Promise.all(
+      variants.map(async (path) => ({ path, status: (await t.http.get(path)).status })),
+    );
     // Listed by path so a failure names the spelling that got through.
     expect(answers.filter((a) => a.status !== 401 && a.status !== 404)).toEqual([]);
     expect(answers.find((a) => a.path === '/ADMIN/QUEUES')?.status).toBe(401);
@@ -72,7 +77,10 @@ describe('admin dashboard (Bull Board) behind basic auth', () => {
   it('lists every queue, and a dispatched run shows up as a waiting job in the runs queue', async () => {
     const project = await createProject(t.http);
     const run = await createRun(t.http, project.id, 'visible on the board', true);
-    const res = await t.http.get('/admin/queues/api/queues').query({ activeQueue: RUNS_QUEUE, status: 'waiting' }).set(good);
+    const res = await t.http
+      .get('/admin/queues/api/queues')
+      .query({ activeQueue: RUNS_QUEUE, status: 'waiting' })
+      .set(good);
     expect(res.status).toBe(200);
     const queues = res.body.queues as Array<{ name: string; jobs: Array<{ data: { runId: string } }> }>;
     expect(queues.map((q) => q.name).sort()).toEqual([...ALL_QUEUES].sort());
@@ -99,7 +107,11 @@ describe('admin dashboard without ADMIN_USER/ADMIN_PASSWORD', () => {
         for (const headers of [{}, basic('', ''), basic(USER, PASSWORD)]) {
           const res = await t.http.get(path).set(headers);
           expect(res.status).toBe(503);
-          expect(res.body).toEqual({ statusCode: 503, error: 'Service Unavailable', message: 'admin dashboard not configured' });
+          expect(res.body).toEqual({
+            statusCode: 503,
+            error: 'Service Unavailable',
+            message: 'admin dashboard not configured',
+          });
         }
       }
     } finally {
@@ -111,7 +123,9 @@ describe('admin dashboard without ADMIN_USER/ADMIN_PASSWORD', () => {
 describe('admin dashboard in a process that does not serve the API', () => {
   it('is not mounted: only api and all serve it', async () => {
     // The scheduler role stands in for every non-API role (AdminModule.register checks roleServesApi).
-    const t = await startApp(env('admin-scheduler', { APP_ROLE: 'scheduler', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }));
+    const t = await startApp(
+      env('admin-scheduler', { APP_ROLE: 'scheduler', ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD }),
+    );
     try {
       const res = await t.http.get('/admin/queues').set(good);
       expect(res.status).toBe(404);
@@ -124,20 +138,34 @@ describe('admin dashboard in a process that does not serve the API', () => {
 describe('admin credentials in the logs', () => {
   it('never appear, whatever is sent, even at trace level', async () => {
     // A real process: pino writes straight to fd 1, which only a parent process can read.
-    const env = testEnv('admin-logs', `${tempDir('admin-logs')}/executions.log`, { ADMIN_USER: USER, ADMIN_PASSWORD: PASSWORD, LOG_LEVEL: 'trace' });
+    const env = testEnv('admin-logs', `${tempDir('admin-logs')}/executions.log`, {
+      ADMIN_USER: USER,
+      ADMIN_PASSWORD: PASSWORD,
+      LOG_LEVEL: 'trace',
+    });
     const proc = await startProcess(env, 'api');
     const wrong = basic(USER, 'guessed-password-42');
     try {
       for (const headers of [good, wrong, {}]) {
-        for (const path of ['/admin/queues', '/admin/queues/api/queues']) await fetch(`http://127.0.0.1:${proc.port}${path}`, { headers });
+        for (const path of ['/admin/queues', '/admin/queues/api/queues'])
+          await fetch(`http://127.0.0.1:${proc.port}${path}`, { headers });
       }
       // Proves the requests were logged at all, so the checks below are not vacuous.
-      await waitFor(() => (proc.output().match(/\/admin\/queues/g) ?? []).length >= 6, 10_000, 'admin requests in the log');
+      await waitFor(
+        () => (proc.output().match(/\/admin\/queues/g) ?? []).length >= 6,
+        10_000,
+        'admin requests in the log',
+      );
     } finally {
       await proc.stop();
     }
     const out = proc.output();
-    for (const secret of [PASSWORD, good.Authorization.slice('Basic '.length), wrong.Authorization.slice('Basic '.length), 'guessed-password-42']) {
+    for (const secret of [
+      PASSWORD,
+      good.Authorization.slice('Basic '.length),
+      wrong.Authorization.slice('Basic '.length),
+      'guessed-password-42',
+    ]) {
       expect(out).not.toContain(secret);
     }
   });

@@ -1,5 +1,18 @@
 import { join } from 'node:path';
-import { auth, closeDb, count, createProject, createRun, db, executions, isAlive, startApp, TestApp, waitFor, waitForStatus } from './support/app';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  db,
+  executions,
+  isAlive,
+  startApp,
+  TestApp,
+  waitFor,
+  waitForStatus,
+} from './support/app';
 import { tempDir, testEnv } from './support/env';
 
 const UNKNOWN = '00000000-0000-4000-8000-000000000000';
@@ -54,7 +67,11 @@ describe('runs API', () => {
         t.http.post(`/api/projects/${projectId}/runs`).set(auth).send({ requirement: '   ' }),
         t.http.post(`/api/projects/${projectId}/runs`).set(auth).send({}),
         t.http.post(`/api/projects/${projectId}/runs`).set(auth),
-        t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Content-Type', 'application/json').send('{"requirement": '),
+        t.http
+          .post(`/api/projects/${projectId}/runs`)
+          .set(auth)
+          .set('Content-Type', 'application/json')
+          .send('{"requirement": '),
         t.http.post(`/api/projects/${projectId}/runs`).set(auth).send({ requirement: 42 }),
         t.http.post(`/api/projects/${projectId}/runs`).set(auth).send({ requirement: 'x', dispatch: 'yes' }),
         t.http.post(`/api/projects/${projectId}/runs`).set(auth).send({ requirement: 'x', extra: 1 }),
@@ -73,7 +90,9 @@ describe('runs API', () => {
 
     it('answers 409 for a project name that exists', async () => {
       const name = `dup-${Date.now()}`;
-      const answers = await Promise.all(Array.from({ length: 5 }, () => t.http.post('/api/projects').set(auth).send({ name })));
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => t.http.post('/api/projects').set(auth).send({ name })),
+      );
       expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409, 409, 409]);
     });
   });
@@ -102,10 +121,20 @@ describe('runs API', () => {
 
     it('answers 422 for the same key with another body', async () => {
       const key = `k-${Date.now()}-other`;
-      expect((await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'a' })).status).toBe(
-        201,
-      );
-      const other = await t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'b' });
+      expect(
+        (
+          await t.http
+            .post(`/api/projects/${projectId}/runs`)
+            .set(auth)
+            .set('Idempotency-Key', key)
+            .send({ requirement: 'a' })
+        ).status,
+      ).toBe(201);
+      const other = await t.http
+        .post(`/api/projects/${projectId}/runs`)
+        .set(auth)
+        .set('Idempotency-Key', key)
+        .send({ requirement: 'b' });
       expect(other.status).toBe(422);
       expectErrorShape(other.body, 422);
     });
@@ -114,7 +143,11 @@ describe('runs API', () => {
       const key = `k-${Date.now()}-parallel`;
       const answers = await Promise.all(
         Array.from({ length: 12 }, () =>
-          t.http.post(`/api/projects/${projectId}/runs`).set(auth).set('Idempotency-Key', key).send({ requirement: 'parallel', dispatch: true }),
+          t.http
+            .post(`/api/projects/${projectId}/runs`)
+            .set(auth)
+            .set('Idempotency-Key', key)
+            .send({ requirement: 'parallel', dispatch: true }),
         ),
       );
       const created = answers.filter((a) => a.status === 201);
@@ -122,7 +155,10 @@ describe('runs API', () => {
       expect(new Set(created.map((a) => a.body.id)).size).toBe(1);
       expect(answers.every((a) => a.status === 201 || a.status === 409)).toBe(true);
       for (const a of answers.filter((x) => x.status === 409)) expect(a.headers['retry-after']).toBe('1');
-      const { rows } = await db().query(`SELECT count(*)::int AS n FROM runs WHERE project_id = $1 AND requirement = 'parallel'`, [projectId]);
+      const { rows } = await db().query(
+        `SELECT count(*)::int AS n FROM runs WHERE project_id = $1 AND requirement = 'parallel'`,
+        [projectId],
+      );
       expect(rows[0].n).toBe(1);
       await waitForStatus([created[0].body.id], ['SUCCESS']);
       expect(count(countFile, 'start', created[0].body.id)).toBe(1);
@@ -145,7 +181,12 @@ describe('runs API', () => {
       }
       const events = await t.http.get(`/api/runs/${run.id}/events`).set(auth);
       expect(events.body.items.map((e: { to: string }) => e.to)).toEqual(['QUEUED', 'RUNNING', 'SUCCESS']);
-      expect(events.body.items[1]).toMatchObject({ from: 'QUEUED', attempt: 1, workerId: expect.any(String), reason: 'claimed' });
+      expect(events.body.items[1]).toMatchObject({
+        from: 'QUEUED',
+        attempt: 1,
+        workerId: expect.any(String),
+        reason: 'claimed',
+      });
     });
 
     it('cancels a PENDING run, and a RUNNING one within a heartbeat (the command is killed)', async () => {

@@ -124,13 +124,20 @@ describe('auth on every non-public route', () => {
 
   it('lets the right key through on every /api route (so the 401s above are about the token)', async () => {
     for (const headers of [{ Authorization: `Bearer ${API_KEY}` }, { Authorization: `bearer ${API_KEY}` }]) {
-      const answers = await Promise.all(apiRoutes.map(async (route) => ({ route, status: (await call(t, route, headers)).status })));
+      const answers = await Promise.all(
+        apiRoutes.map(async (route) => ({ route, status: (await call(t, route, headers)).status })),
+      );
       expect(answers.filter((a) => a.status === 401 || a.status >= 500)).toEqual([]);
     }
   });
 
   it('answers 401 on /admin/queues without or with wrong basic auth, 200 with the right one', async () => {
-    for (const authorization of [undefined, basic(ADMIN.user, 'nope'), basic('nope', ADMIN.password), `Bearer ${API_KEY}`]) {
+    for (const authorization of [
+      undefined,
+      basic(ADMIN.user, 'nope'),
+      basic('nope', ADMIN.password),
+      `Bearer ${API_KEY}`,
+    ]) {
       const res = await t.http.get('/admin/queues').set(authorization ? { Authorization: authorization } : {});
       expect(res.status).toBe(401);
       expect(res.headers['www-authenticate']).toBe('Basic realm="onceflow"');
@@ -146,7 +153,12 @@ describe('auth on every non-public route', () => {
 
   it('/webhooks/plane needs no bearer token: the signature is the credential', async () => {
     // An event we do not act on: accepted and ignored, nothing created.
-    const body = JSON.stringify({ event: 'cycle', action: 'created', webhook_id: randomUUID(), data: { id: randomUUID() } });
+    const body = JSON.stringify({
+      event: 'cycle',
+      action: 'created',
+      webhook_id: randomUUID(),
+      data: { id: randomUUID() },
+    });
     for (const headers of [{}, { Authorization: 'Bearer wrong-token-0123456789abcdef' }]) {
       const res = await t.http
         .post('/webhooks/plane')

@@ -76,14 +76,20 @@ describe('command isolation', () => {
     return readFileSync(join(dir, `snoop.${run.id}`), 'utf8');
   }
 
-  const credentials = () => ({ ...secrets, API_KEYS: secrets.API_KEYS.split(',')[1], DATABASE_URL: env.DATABASE_URL, REDIS_URL: env.REDIS_URL });
+  const credentials = () => ({
+    ...secrets,
+    API_KEYS: secrets.API_KEYS.split(',')[1],
+    DATABASE_URL: env.DATABASE_URL,
+    REDIS_URL: env.REDIS_URL,
+  });
 
   it('runs as an unprivileged user and finds none of the worker’s credentials through any path', async () => {
     const seen = await snoop(env);
     expect(seen).toMatch(/^uid=65534$/m);
     // It did look: it read its own environment through /proc (RUN_ID is there).
     expect(seen).toMatch(/^RUN_ID=/m);
-    for (const [name, value] of Object.entries(credentials())) expect({ name, found: seen.includes(value) }).toEqual({ name, found: false });
+    for (const [name, value] of Object.entries(credentials()))
+      expect({ name, found: seen.includes(value) }).toEqual({ name, found: false });
   });
 
   it('(control) the same command running as the worker itself does find them: RUN_AS_USER=same is the risk it says', async () => {
@@ -119,7 +125,9 @@ describe('command isolation', () => {
     const refused = await start({});
     expect(refused.code).toBe(1);
     expect(refused.out.trim().split('\n')).toEqual([
-      expect.stringMatching(/^onceflow: RUN_AS_USER=nobody: this worker may not start commands as another user.*RUN_AS_USER=same/),
+      expect.stringMatching(
+        /^onceflow: RUN_AS_USER=nobody: this worker may not start commands as another user.*RUN_AS_USER=same/,
+      ),
     ]);
     const accepted = await start({ RUN_AS_USER: 'same' });
     expect(accepted.out).toContain('listening');
@@ -138,11 +146,17 @@ describe("what reaches a run's command", () => {
     process.env.HUGE_VARIABLE = 'x'.repeat(200 * 1024);
     // It also prints its environment: what it prints is served by the API and posted to Slack.
     const command = `env | tee '${dir}/env.'"$RUN_ID"; cat "$RUN_REQUIREMENT_FILE" > '${dir}/req.'"$RUN_ID"`;
-    t = await startApp(testEnv('cmd-env', join(dir, 'unused'), { ORCHESTRATOR_COMMAND: command, ORCHESTRATOR_ENV_PASSTHROUGH: 'SHARED_TOOL_TOKEN' }));
+    t = await startApp(
+      testEnv('cmd-env', join(dir, 'unused'), {
+        ORCHESTRATOR_COMMAND: command,
+        ORCHESTRATOR_ENV_PASSTHROUGH: 'SHARED_TOOL_TOKEN',
+      }),
+    );
   });
   afterAll(async () => {
     await t.close();
-    for (const k of ['SHARED_TOOL_TOKEN', 'PGPASSWORD', 'HUGE_VARIABLE']) if (saved[k] === undefined) delete process.env[k];
+    for (const k of ['SHARED_TOOL_TOKEN', 'PGPASSWORD', 'HUGE_VARIABLE'])
+      if (saved[k] === undefined) delete process.env[k];
     await closeDb();
   });
 
@@ -160,9 +174,21 @@ describe("what reaches a run's command", () => {
     await waitForStatus([run.id], ['SUCCESS']);
     const seen = envOf(run.id);
     expect(seen.SHARED_TOOL_TOKEN).toBe('passthrough-value');
-    for (const name of ['PGPASSWORD', 'HUGE_VARIABLE', 'ONCEFLOW_TEST_DATABASE_URL', 'ONCEFLOW_TEST_REDIS_URL', 'JEST_WORKER_ID', 'NODE_ENV'])
+    for (const name of [
+      'PGPASSWORD',
+      'HUGE_VARIABLE',
+      'ONCEFLOW_TEST_DATABASE_URL',
+      'ONCEFLOW_TEST_REDIS_URL',
+      'JEST_WORKER_ID',
+      'NODE_ENV',
+    ])
       expect({ name, value: seen[name] }).toEqual({ name, value: undefined });
-    expect(seen).toMatchObject({ RUN_ID: run.id, RUN_REQUIREMENT: 'small requirement', PROJECT_ID: project.id, TASK_ID: '' });
+    expect(seen).toMatchObject({
+      RUN_ID: run.id,
+      RUN_REQUIREMENT: 'small requirement',
+      PROJECT_ID: project.id,
+      TASK_ID: '',
+    });
     expect(readFileSync(join(dir, `req.${run.id}`), 'utf8')).toBe('small requirement');
     // The worker's HOME is not the command's: it gets a private one of its attempt, gone afterwards.
     expect(seen.HOME).toMatch(/onceflow-attempt-/);

@@ -1,7 +1,18 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { WATCHDOG_MARKER } from '../src/runs/executor/watchdog-program';
-import { closeDb, count, createProject, createRun, executions, startApp, startProcess, TestApp, waitFor, WorkerProcess } from './support/app';
+import {
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  executions,
+  startApp,
+  startProcess,
+  TestApp,
+  waitFor,
+  WorkerProcess,
+} from './support/app';
 import { tempDir, testEnv, uniquePrefix } from './support/env';
 
 /** `pid (comm) state ppid pgrp …` of every live (not zombie) process, read from /proc. */
@@ -24,7 +35,8 @@ function processes(): Array<{ pid: number; ppid: number; pgid: number; uid: numb
 }
 
 const group = (pgid: number) => processes().filter((p) => p.pgid === pgid);
-const watchdogsOf = (worker: number) => processes().filter((p) => p.ppid === worker && p.cmdline.endsWith(`\0${WATCHDOG_MARKER}\0`));
+const watchdogsOf = (worker: number) =>
+  processes().filter((p) => p.ppid === worker && p.cmdline.endsWith(`\0${WATCHDOG_MARKER}\0`));
 
 /**
  * The worker's one watchdog process, seen from outside (/proc): commands die with a killed worker,
@@ -55,7 +67,9 @@ describe('command watchdog', () => {
   /** Starts runs that sleep `secs` each and returns their commands' process groups once all started. */
   async function startRuns(n: number, secs: number): Promise<number[]> {
     const project = await createProject(api.http, { maxConcurrentRuns: n });
-    const runs = await Promise.all(Array.from({ length: n }, () => createRun(api.http, project.id, `sleep=${secs}`, true)));
+    const runs = await Promise.all(
+      Array.from({ length: n }, () => createRun(api.http, project.id, `sleep=${secs}`, true)),
+    );
     await waitFor(() => runs.every((r) => count(countFile, 'start', r.id) === 1), 15_000, 'the commands to start');
     const pgids = runs.map((r) => {
       const pid = executions(countFile).find((e) => e.runId === r.id && e.kind === 'start')!.pid;

@@ -44,18 +44,26 @@ describe('docker-compose.yml', () => {
   const compose = load(read('docker-compose.yml'), { schema: CORE_SCHEMA.withTags(mergeTag) }) as Obj;
   const services = compose.services as Record<string, Obj>;
   // What compose does with ${NAME:?message} and ${NAME}: the value from .env.
-  const dotenv: Record<string, string> = { POSTGRES_PASSWORD: 'super-pw', ONCEFLOW_DB_PASSWORD: 'app-pw', REDIS_PASSWORD: 'redis-pw' };
-  const interpolate = (s: string) => s.replace(/\$\{([A-Z_]+)(?::?[?-][^}]*)?\}/g, (_m, name: string) => dotenv[name] ?? '');
+  const dotenv: Record<string, string> = {
+    POSTGRES_PASSWORD: 'super-pw',
+    ONCEFLOW_DB_PASSWORD: 'app-pw',
+    REDIS_PASSWORD: 'redis-pw',
+  };
+  const interpolate = (s: string) =>
+    s.replace(/\$\{([A-Z_]+)(?::?[?-][^}]*)?\}/g, (_m, name: string) => dotenv[name] ?? '');
 
-  it.each(['api', 'worker', 'scheduler'])('%s: read-only root, /tmp in memory, no capabilities but those listed, no new privileges', (name) => {
-    const s = services[name];
-    expect(s.read_only).toBe(true);
-    // The worker's /tmp holds the onceflow CLI its commands run: it must allow exec (Docker's default is noexec).
-    expect(s.tmpfs).toEqual(name === 'worker' ? ['/tmp:exec,mode=1777'] : ['/tmp']);
-    expect(s.cap_drop).toEqual(['ALL']);
-    expect(s.security_opt).toEqual(['no-new-privileges:true']);
-    expect(s.privileged).toBeUndefined();
-  });
+  it.each(['api', 'worker', 'scheduler'])(
+    '%s: read-only root, /tmp in memory, no capabilities but those listed, no new privileges',
+    (name) => {
+      const s = services[name];
+      expect(s.read_only).toBe(true);
+      // The worker's /tmp holds the onceflow CLI its commands run: it must allow exec (Docker's default is noexec).
+      expect(s.tmpfs).toEqual(name === 'worker' ? ['/tmp:exec,mode=1777'] : ['/tmp']);
+      expect(s.cap_drop).toEqual(['ALL']);
+      expect(s.security_opt).toEqual(['no-new-privileges:true']);
+      expect(s.privileged).toBeUndefined();
+    },
+  );
 
   it.each(['api', 'scheduler'])('%s runs as node with no capability at all', (name) => {
     expect(services[name].user).toBe('node');
@@ -85,7 +93,9 @@ describe('docker-compose.yml', () => {
 
   it('creates the app role when Postgres is initialised, from a script that exists and is executable', () => {
     const mounts = services.postgres.volumes as string[];
-    const init = mounts.map((m) => m.split(':')).find(([, target]) => target.startsWith('/docker-entrypoint-initdb.d/'));
+    const init = mounts
+      .map((m) => m.split(':'))
+      .find(([, target]) => target.startsWith('/docker-entrypoint-initdb.d/'));
     expect(init).toBeDefined();
     expect(() => accessSync(join(ROOT, init![0]), constants.X_OK)).not.toThrow();
     expect(interpolate(services.postgres.environment.ONCEFLOW_DB_PASSWORD)).toBe(dotenv.ONCEFLOW_DB_PASSWORD);
@@ -103,30 +113,39 @@ describe('Kubernetes manifests (k8s/)', () => {
   const resources = kustomization.resources as string[];
   const objects = resources.flatMap((file) => yamlDocs('k8s', file));
   const deployments = objects.filter((o) => o.kind === 'Deployment');
-  const byComponent = (c: string) => deployments.find((d) => d.spec.template.metadata.labels['app.kubernetes.io/component'] === c)!;
+  const byComponent = (c: string) =>
+    deployments.find((d) => d.spec.template.metadata.labels['app.kubernetes.io/component'] === c)!;
   const policies = objects.filter((o) => o.kind === 'NetworkPolicy');
 
   it('lists every manifest but the Secret placeholders, and every one parses', () => {
     const files = readdirSync(join(ROOT, 'k8s')).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
     expect([...resources].sort()).toEqual(files.filter((f) => f !== 'secret.example.yaml').sort());
-    for (const f of readdirSync(join(ROOT, 'k8s', 'optional'))) expect(yamlDocs('k8s', 'optional', f).length).toBeGreaterThan(0);
-    expect(deployments.map((d) => d.spec.template.metadata.labels['app.kubernetes.io/component']).sort()).toEqual(['api', 'scheduler', 'worker']);
+    for (const f of readdirSync(join(ROOT, 'k8s', 'optional')))
+      expect(yamlDocs('k8s', 'optional', f).length).toBeGreaterThan(0);
+    expect(deployments.map((d) => d.spec.template.metadata.labels['app.kubernetes.io/component']).sort()).toEqual([
+      'api',
+      'scheduler',
+      'worker',
+    ]);
   });
 
-  it.each(['api', 'worker', 'scheduler'])('%s: no service-account token, seccomp RuntimeDefault, read-only root with /tmp as a volume', (c) => {
-    const pod = byComponent(c).spec.template.spec;
-    expect(pod.automountServiceAccountToken).toBe(false);
-    expect(pod.securityContext.seccompProfile).toEqual({ type: 'RuntimeDefault' });
-    expect(pod.hostNetwork ?? false).toBe(false);
-    expect(pod.hostPID ?? false).toBe(false);
-    for (const container of pod.containers) {
-      expect(container.securityContext.allowPrivilegeEscalation).toBe(false);
-      expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
-      expect(container.securityContext.privileged ?? false).toBe(false);
-      expect(container.securityContext.capabilities.drop).toEqual(['ALL']);
-      expect(container.volumeMounts.map((m: Obj) => m.mountPath)).toContain('/tmp');
-    }
-  });
+  it.each(['api', 'worker', 'scheduler'])(
+    '%s: no service-account token, seccomp RuntimeDefault, read-only root with /tmp as a volume',
+    (c) => {
+      const pod = byComponent(c).spec.template.spec;
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(pod.securityContext.seccompProfile).toEqual({ type: 'RuntimeDefault' });
+      expect(pod.hostNetwork ?? false).toBe(false);
+      expect(pod.hostPID ?? false).toBe(false);
+      for (const container of pod.containers) {
+        expect(container.securityContext.allowPrivilegeEscalation).toBe(false);
+        expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+        expect(container.securityContext.privileged ?? false).toBe(false);
+        expect(container.securityContext.capabilities.drop).toEqual(['ALL']);
+        expect(container.volumeMounts.map((m: Obj) => m.mountPath)).toContain('/tmp');
+      }
+    },
+  );
 
   it.each(['api', 'scheduler'])('%s runs as the non-root node user with no capability', (c) => {
     const pod = byComponent(c).spec.template.spec;
@@ -145,7 +164,9 @@ describe('Kubernetes manifests (k8s/)', () => {
   const selects = (policy: Obj, labels: Record<string, string>) => {
     const sel = policy.spec.podSelector;
     const byLabel = Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
-    const byExpr = (sel.matchExpressions ?? []).every((e: Obj) => e.operator === 'In' && e.values.includes(labels[e.key]));
+    const byExpr = (sel.matchExpressions ?? []).every(
+      (e: Obj) => e.operator === 'In' && e.values.includes(labels[e.key]),
+    );
     return byLabel && byExpr;
   };
   const egressPorts = (policy: Obj) =>

@@ -112,9 +112,14 @@ describe('the app database role (deploy/postgres/10-onceflow-app-role.sh)', () =
     const db = await scratchDatabase('role_fresh');
     expect(await roleScript(db)).toContain(`role ${ROLE} owns database ${db}`);
     const { rows } = await admin((pg) =>
-      pg.query('SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1', [ROLE]),
+      pg.query(
+        'SELECT rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = $1',
+        [ROLE],
+      ),
     );
-    expect(rows).toEqual([{ rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false }]);
+    expect(rows).toEqual([
+      { rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false },
+    ]);
 
     const applied = await runMigrations(roleUrl(db));
     expect(applied.length).toBeGreaterThan(0);
@@ -172,7 +177,9 @@ describe('the app database role on a managed Postgres', () => {
     const applied = await runMigrations(adminUrl.toString());
     await roleScript(db, MANAGED_ADMIN);
     expect(await notOwnedByRole(db)).toEqual([]);
-    const { rows } = await admin((pg) => pg.query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [db]));
+    const { rows } = await admin((pg) =>
+      pg.query('SELECT pg_get_userbyid(datdba) AS owner FROM pg_database WHERE datname = $1', [db]),
+    );
     expect(rows).toEqual([{ owner: ROLE }]);
     const ds = new DataSource({ ...dataSourceOptions(roleUrl(db), 2) });
     await ds.initialize();
@@ -190,7 +197,18 @@ describe('the app against its own Postgres role and a Redis that requires a pass
     redisPort = await freePort();
     redis = spawn(
       'redis-server',
-      ['--port', String(redisPort), '--bind', '127.0.0.1', '--requirepass', REDIS_PASSWORD, '--save', '', '--appendonly', 'no'],
+      [
+        '--port',
+        String(redisPort),
+        '--bind',
+        '127.0.0.1',
+        '--requirepass',
+        REDIS_PASSWORD,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+      ],
       {
         stdio: 'ignore',
       },
@@ -230,14 +248,20 @@ describe('the app against its own Postgres role and a Redis that requires a pass
     });
 
     // The password is really required: without it the start-up check stops the process.
-    await expect(checkServices(testConfig({ ...env, REDIS_URL: `redis://127.0.0.1:${redisPort}/0` }))).rejects.toThrow(/cannot reach Redis/);
+    await expect(checkServices(testConfig({ ...env, REDIS_URL: `redis://127.0.0.1:${redisPort}/0` }))).rejects.toThrow(
+      /cannot reach Redis/,
+    );
     await checkServices(testConfig(env));
 
     const t = await startApp(env);
     try {
       const project = await createProject(t.http);
       const created = await createRun(t.http, project.id, 'as the app role', true);
-      await waitFor(async () => (await t.http.get(`/api/runs/${created.id}`).set(auth)).body.status === 'SUCCESS', 30_000, 'the run to succeed');
+      await waitFor(
+        async () => (await t.http.get(`/api/runs/${created.id}`).set(auth)).body.status === 'SUCCESS',
+        30_000,
+        'the run to succeed',
+      );
       expect(count(countFile, 'start', created.id)).toBe(1);
       expect(count(countFile, 'done', created.id)).toBe(1);
     } finally {

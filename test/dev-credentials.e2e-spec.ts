@@ -16,7 +16,13 @@ const basic = (pair: string) => ({ Authorization: `Basic ${Buffer.from(pair).toS
 // A real process in a directory of its own: the files are written where it runs, as for `npm start`.
 function env(tag: string, overrides: Record<string, string>): Record<string, string> {
   // Empty counts as unset (as in an .env file copied from .env.example).
-  return testEnv(tag, join(tempDir(tag), 'executions.log'), { API_KEYS: '', ADMIN_USER: '', ADMIN_PASSWORD: '', LOG_LEVEL: 'trace', ...overrides });
+  return testEnv(tag, join(tempDir(tag), 'executions.log'), {
+    API_KEYS: '',
+    ADMIN_USER: '',
+    ADMIN_PASSWORD: '',
+    LOG_LEVEL: 'trace',
+    ...overrides,
+  });
 }
 
 describe('development credentials', () => {
@@ -47,7 +53,8 @@ describe('development credentials', () => {
     expect(out).toContain(`/admin/queues credentials (user:password) are in ${join(cwd, ADMIN_FILE)}`);
     // Requests were logged (trace), so the absence below is not vacuous.
     expect(out).toMatch(/\/admin\/queues/);
-    for (const secret of [pair, pair.split(':')[1], key, basic(pair).Authorization.slice('Basic '.length)]) expect(out).not.toContain(secret);
+    for (const secret of [pair, pair.split(':')[1], key, basic(pair).Authorization.slice('Basic '.length)])
+      expect(out).not.toContain(secret);
 
     // A restart keeps them: the operator's saved login still works.
     const again = await startProcess(env('dev-creds-2', { NODE_ENV: 'development' }), 'api', { cwd });
@@ -61,11 +68,19 @@ describe('development credentials', () => {
 
   it('are never generated in production: /admin/queues stays closed (503)', async () => {
     const cwd = tempDir('prod-creds');
-    const proc = await startProcess(env('prod-creds', { NODE_ENV: 'production', API_KEYS: 'prod-api-key-0123456789abcdef' }), 'api', { cwd });
+    const proc = await startProcess(
+      env('prod-creds', { NODE_ENV: 'production', API_KEYS: 'prod-api-key-0123456789abcdef' }),
+      'api',
+      { cwd },
+    );
     try {
       const res = await fetch(`http://127.0.0.1:${proc.port}/admin/queues`, { headers: basic('admin:anything') });
       expect(res.status).toBe(503);
-      expect(await res.json()).toEqual({ statusCode: 503, error: 'Service Unavailable', message: 'admin dashboard not configured' });
+      expect(await res.json()).toEqual({
+        statusCode: 503,
+        error: 'Service Unavailable',
+        message: 'admin dashboard not configured',
+      });
     } finally {
       await proc.stop();
     }
@@ -78,11 +93,16 @@ describe('development credentials', () => {
     writeFileSync(join(cwd, ADMIN_FILE), 'no-colon-here\n', { mode: 0o600 });
     const res = spawnSync(process.execPath, [join(ROOT, 'dist/src/main.js')], {
       cwd,
-      env: { ...process.env, ...env('bad-creds', { NODE_ENV: 'development', APP_ROLE: 'api', PORT: String(await freePort()) }) },
+      env: {
+        ...process.env,
+        ...env('bad-creds', { NODE_ENV: 'development', APP_ROLE: 'api', PORT: String(await freePort()) }),
+      },
       encoding: 'utf8',
       timeout: 20_000,
     });
     expect(res.status).toBe(1);
-    expect(res.stderr.trim()).toBe(`onceflow: ${join(cwd, ADMIN_FILE)} must hold "user:password": delete it to generate new development credentials`);
+    expect(res.stderr.trim()).toBe(
+      `onceflow: ${join(cwd, ADMIN_FILE)} must hold "user:password": delete it to generate new development credentials`,
+    );
   });
 });

@@ -17,8 +17,12 @@ describe('dispatch storm', () => {
 
   it('executes each run once however often it is dispatched', async () => {
     const project = await createProject(t.http, { maxConcurrentRuns: 50 });
-    const runs = await Promise.all(Array.from({ length: 50 }, (_, i) => createRun(t.http, project.id, `storm run ${i}`)));
-    const answers = await Promise.all(runs.flatMap((run) => Array.from({ length: 10 }, () => t.http.post(`/api/runs/${run.id}/dispatch`).set(auth))));
+    const runs = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => createRun(t.http, project.id, `storm run ${i}`)),
+    );
+    const answers = await Promise.all(
+      runs.flatMap((run) => Array.from({ length: 10 }, () => t.http.post(`/api/runs/${run.id}/dispatch`).set(auth))),
+    );
     const statuses = answers.map((a) => a.status);
     expect(statuses.filter((s) => s === 202)).toHaveLength(50);
     expect(statuses.filter((s) => s === 409)).toHaveLength(450);

@@ -30,7 +30,9 @@ describe('executor', () => {
   beforeAll(async () => {
     // The command dumps its environment, then behaves like the fake orchestrator.
     const command = `env > '${envDump}.'"$RUN_ID"; echo "out-line-for-$RUN_ID"; sh '${FAKE_ORCHESTRATOR}' '${countFile}'`;
-    t = await startApp(testEnv('exec', countFile, { ORCHESTRATOR_COMMAND: command, RUN_TIMEOUT_MS: '700', RUN_MAX_ATTEMPTS: '2' }));
+    t = await startApp(
+      testEnv('exec', countFile, { ORCHESTRATOR_COMMAND: command, RUN_TIMEOUT_MS: '700', RUN_MAX_ATTEMPTS: '2' }),
+    );
   });
   afterAll(async () => {
     await t.close();
@@ -91,7 +93,10 @@ describe('executor', () => {
     const spans = runs
       .map(
         (r) =>
-          [lines.find((e) => e.runId === r.id && e.kind === 'start')!.atNs, lines.find((e) => e.runId === r.id && e.kind === 'done')!.atNs] as const,
+          [
+            lines.find((e) => e.runId === r.id && e.kind === 'start')!.atNs,
+            lines.find((e) => e.runId === r.id && e.kind === 'done')!.atNs,
+          ] as const,
       )
       .sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (let i = 1; i < spans.length; i++) expect(spans[i][0] >= spans[i - 1][1]).toBe(true);
@@ -115,7 +120,10 @@ describe('ShellExecutor and aborts', () => {
     idempotencyKey: `k-${runId}`,
     timeoutMs: 20_000,
   });
-  const markers = (name: string) => ({ started: join(dir, `${name}.started`), finished: join(dir, `${name}.finished`) });
+  const markers = (name: string) => ({
+    started: join(dir, `${name}.started`),
+    finished: join(dir, `${name}.finished`),
+  });
 
   it('a command that finished on its own counts as finished, even when the lease was lost before its exit reached us', async () => {
     const m = markers('raced');
@@ -142,7 +150,12 @@ describe('ShellExecutor and aborts', () => {
 
   it('a command the abort killed is aborted', async () => {
     const m = markers('killed');
-    const executor = new ShellExecutor(`touch '${m.started}'; sleep 5; touch '${m.finished}'`, process.env, resolveRunIdentity(undefined), tmpdir());
+    const executor = new ShellExecutor(
+      `touch '${m.started}'; sleep 5; touch '${m.finished}'`,
+      process.env,
+      resolveRunIdentity(undefined),
+      tmpdir(),
+    );
     const abort = new AbortController();
     const pending = executor.execute(request('killed'), abort.signal);
     await waitFor(() => existsSync(m.started), 10_000, 'the command to start');

@@ -1,6 +1,17 @@
 import { join } from 'node:path';
-import { RunFinalizer } from '../src/runs/run-finalizer';
-import { auth, closeDb, count, createProject, createRun, db, startApp, TestApp, waitFor, waitForStatus } from './support/app';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  db,
+  startApp,
+  TestApp,
+  waitFor,
+  waitForStatus,
+} from './support/app';
 import { tempDir, testEnv } from './support/env';
 
 /**
@@ -36,14 +47,16 @@ describe('finalize under dropped Postgres connections', () => {
   it('ends SUCCESS (not stuck RUNNING, not executed twice) after a finalize cut off by a dropped connection', async () => {
     // Each try of the finalize's one statement, per run: 'written', 'fenced' or the error that cut it off.
     const tries = new Map<string, string[]>();
-    const finalizer = t.app.get(RunFinalizer) as unknown as { writeOnce(req: { runId: string }): Promise<{ written: boolean }> };
+    const finalizer = t.app.get(RunFinalizer) as unknown as {
+      writeOnce(req: { runId: string }): Promise<{ kind: 'written' | 'fenced' }>;
+    };
     const writeOnce = finalizer.writeOnce.bind(finalizer);
     jest.spyOn(finalizer, 'writeOnce').mockImplementation(async (req) => {
       const seen = tries.get(req.runId) ?? [];
       tries.set(req.runId, seen);
       try {
         const result = await writeOnce(req);
-        seen.push(result.written ? 'written' : 'fenced');
+        seen.push(result.kind);
         return result;
       } catch (err) {
         seen.push(`error: ${String(err)}`);
@@ -72,7 +85,10 @@ describe('finalize under dropped Postgres connections', () => {
       await waitForStatus([run.id], ['SUCCESS'], 20_000);
       expect(count(countFile, 'start', run.id)).toBe(1);
       expect(count(countFile, 'done', run.id)).toBe(1);
-      expect((await t.http.get(`/api/runs/${run.id}`).set(auth)).body).toMatchObject({ status: 'SUCCESS', attempts: 1 });
+      expect((await t.http.get(`/api/runs/${run.id}`).set(auth)).body).toMatchObject({
+        status: 'SUCCESS',
+        attempts: 1,
+      });
       const seen = tries.get(run.id) ?? [];
       if (seen[0]?.startsWith('error') && seen[seen.length - 1] === 'written') cutOff.push(run.id);
     }

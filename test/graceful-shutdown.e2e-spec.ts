@@ -53,7 +53,9 @@ describe('graceful shutdown', () => {
     const first = executions(countFile).find((e) => e.runId === run.id)!;
 
     const termAt = Date.now();
-    const exited = new Promise<string>((resolve) => holder.child.once('exit', (code, signal) => resolve(`${code}/${signal}`)));
+    const exited = new Promise<string>((resolve) =>
+      holder.child.once('exit', (code, signal) => resolve(`${code}/${signal}`)),
+    );
     holder.child.kill('SIGTERM');
     // Nest re-raises the signal once its shutdown hooks have run.
     expect(['0/null', 'null/SIGTERM']).toContain(await exited);
@@ -67,7 +69,10 @@ describe('graceful shutdown', () => {
     const lines = executions(countFile).filter((e) => e.runId === run.id);
     expect(lines.filter((e) => e.kind === 'done')).toHaveLength(1);
     expect(lines.filter((e) => e.kind === 'done')[0].attempt).toBe(1);
-    const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ to: string; reason: string }>;
+    const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+      to: string;
+      reason: string;
+    }>;
     expect(events.map((e) => e.to)).toEqual(['QUEUED', 'RUNNING', 'RETRYING', 'RUNNING', 'SUCCESS']);
     expect(events[2].reason).toMatch(/handed over/);
   });

@@ -39,7 +39,10 @@ describe('GET /health/ready while Postgres is unreachable', () => {
 
   beforeAll(async () => {
     await proxy.start();
-    const env = testEnv('ready', `${tempDir('ready')}/executions.log`, { DATABASE_URL: proxy.url(testDatabaseUrl()), LOG_LEVEL: 'info' });
+    const env = testEnv('ready', `${tempDir('ready')}/executions.log`, {
+      DATABASE_URL: proxy.url(testDatabaseUrl()),
+      LOG_LEVEL: 'info',
+    });
     app = await startProcess(env, 'api');
   });
   afterAll(async () => {
@@ -56,7 +59,11 @@ describe('GET /health/ready while Postgres is unreachable', () => {
     expect((await ready()).status).toBe(200);
     await proxy.cut();
     await waitFor(async () => (await ready()).status === 503, 15_000, 'readiness to go down');
-    await waitFor(() => logLines(app, 'readiness check is down').length > 0, 10_000, 'the readiness warning in the log');
+    await waitFor(
+      () => logLines(app, 'readiness check is down').length > 0,
+      10_000,
+      'the readiness warning in the log',
+    );
     const warningsBefore = warnings(app);
     const answers = [];
     for (let i = 0; i < 5; i++) answers.push(await ready());
@@ -74,7 +81,8 @@ describe('GET /health/ready while Postgres is unreachable', () => {
         'queue:runs': { status: 'up' },
         'queue:notifications': { status: 'up' },
       });
-      for (const leak of ['127.0.0.1', String(proxy.port), 'ECONNREFUSED', 'connect', 'timed out']) expect(a.text).not.toContain(leak);
+      for (const leak of ['127.0.0.1', String(proxy.port), 'ECONNREFUSED', 'connect', 'timed out'])
+        expect(a.text).not.toContain(leak);
     }
 
     const down = logLines(app, 'readiness check is down');

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DomainError } from '../src/common/domain-error';
-import { IdempotencyService } from '../src/runs/idempotency.service';
+import { IdempotencyErrorCode } from '../src/runs/idempotency/idempotency.errors';
+import { IdempotencyService } from '../src/runs/idempotency/idempotency.service';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 
@@ -32,8 +33,18 @@ describe('IdempotencyService', () => {
     const key = randomUUID();
     let calls = 0;
     const work = async () => ({ status: 201, body: { id: `n${++calls}` }, after: 'side effect' });
-    expect(await idem.execute(key, 'print-a', work)).toEqual({ status: 201, body: { id: 'n1' }, replayed: false, after: 'side effect' });
-    expect(await keyRow(key)).toMatchObject({ fingerprint: 'print-a', state: 'completed', response_status: 201, response_body: { id: 'n1' } });
+    expect(await idem.execute(key, 'print-a', work)).toEqual({
+      status: 201,
+      body: { id: 'n1' },
+      replayed: false,
+      after: 'side effect',
+    });
+    expect(await keyRow(key)).toMatchObject({
+      fingerprint: 'print-a',
+      state: 'completed',
+      response_status: 201,
+      response_body: { id: 'n1' },
+    });
     expect((await keyRow(key)).ttl).toMatchObject({ minutes: 1 });
     expect(await idem.execute(key, 'print-a', work)).toEqual({ status: 201, body: { id: 'n1' }, replayed: true });
     expect(calls).toBe(1);
@@ -42,16 +53,27 @@ describe('IdempotencyService', () => {
   it('refuses the key with another request (422), and while the first is in flight (409, Retry-After)', async () => {
     const key = randomUUID();
     await idem.execute(key, 'print-a', async () => ({ status: 201, body: {} }));
-    expect(await failure(idem.execute(key, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 422 });
+    expect(await failure(idem.execute(key, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({
+      code: IdempotencyErrorCode.KEY_REUSED,
+    });
 
     const inFlight = randomUUID();
     let release!: () => void;
-    const first = idem.execute(inFlight, 'print-a', () => new Promise((r) => (release = () => r({ status: 201, body: { ok: 1 } }))));
+    const first = idem.execute(
+      inFlight,
+      'print-a',
+      () => new Promise((r) => (release = () => r({ status: 201, body: { ok: 1 } }))),
+    );
     await waitFor(async () => (await keyRow(inFlight))?.state === 'in_flight', 3000, 'the key to be claimed');
     const busy = await failure(idem.execute(inFlight, 'print-a', async () => ({ status: 201, body: {} })));
-    expect(busy).toMatchObject({ status: 409, message: expect.stringMatching(/still in flight/) });
+    expect(busy).toMatchObject({
+      code: IdempotencyErrorCode.IN_FLIGHT,
+      message: expect.stringMatching(/still in flight/),
+    });
     expect(busy!.headers).toEqual({ 'Retry-After': '1' });
-    expect(await failure(idem.execute(inFlight, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 422 });
+    expect(await failure(idem.execute(inFlight, 'print-b', async () => ({ status: 201, body: {} })))).toMatchObject({
+      code: IdempotencyErrorCode.KEY_REUSED,
+    });
     release();
     await expect(first).resolves.toMatchObject({ status: 201, replayed: false });
   });
@@ -68,7 +90,10 @@ describe('IdempotencyService', () => {
 
   it.each([
     ['an expired answer', `'completed', 200, '{"old":true}', now() - interval '1 hour', now() - interval '1 second'`],
-    ['a claim abandoned for over five minutes', `'in_flight', NULL, NULL, now() - interval '6 minutes', now() + interval '1 hour'`],
+    [
+      'a claim abandoned for over five minutes',
+      `'in_flight', NULL, NULL, now() - interval '6 minutes', now() + interval '1 hour'`,
+    ],
   ])('takes over %s and does the work', async (_name, values) => {
     const key = randomUUID();
     await db().query(
@@ -86,6 +111,8 @@ describe('IdempotencyService', () => {
       `INSERT INTO idempotency_keys (key, fingerprint, state, created_at, expires_at) VALUES ($1, 'p', 'in_flight', now() - interval '4 minutes', now() + interval '1 hour')`,
       [key],
     );
-    expect(await failure(idem.execute(key, 'p', async () => ({ status: 201, body: {} })))).toMatchObject({ status: 409 });
+    expect(await failure(idem.execute(key, 'p', async () => ({ status: 201, body: {} })))).toMatchObject({
+      code: IdempotencyErrorCode.IN_FLIGHT,
+    });
   });
 });

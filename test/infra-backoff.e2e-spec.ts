@@ -43,12 +43,16 @@ describe('infrastructure errors in a guarded processor back off', () => {
   function probeQueue(name: string, handler: (job: Job) => Promise<unknown>): Queue {
     const queue = new Bull(name, queueOptions(t.config));
     queues.push(queue);
-    t.app.get(TaskLockService).process(queue, { name, concurrency: JOBS, ttlMs: 5000, lockKey: (job) => `${name}:${job.id}`, handler });
+    t.app
+      .get(TaskLockService)
+      .process(queue, { name, concurrency: JOBS, ttlMs: 5000, lockKey: (job) => `${name}:${job.id}`, handler });
     return queue;
   }
 
   const retries = async (queue: string, reason: string) =>
-    (await t.app.get(MetricsService).infraRetries.get()).values.find((v) => v.labels.queue === queue && v.labels.reason === reason)?.value ?? 0;
+    (await t.app.get(MetricsService).infraRetries.get()).values.find(
+      (v) => v.labels.queue === queue && v.labels.reason === reason,
+    )?.value ?? 0;
 
   it('waits longer after each failure, never longer than the cap, and counts every retry', async () => {
     const attempts = new Map<string, number[]>();
@@ -82,7 +86,10 @@ describe('infrastructure errors in a guarded processor back off', () => {
 
   it('labels a Postgres that cannot be reached', async () => {
     const deadPort = await freePort();
-    const pool = new Pool({ connectionString: `postgres://postgres@127.0.0.1:${deadPort}/nothing`, connectionTimeoutMillis: 1000 });
+    const pool = new Pool({
+      connectionString: `postgres://postgres@127.0.0.1:${deadPort}/nothing`,
+      connectionTimeoutMillis: 1000,
+    });
     let calls = 0;
     probeQueue('backoff-pg-probe', async () => {
       calls++;

@@ -42,7 +42,11 @@ async function hold(t: TestApp, dir: string, projectId: string, runId?: string, 
   };
 }
 
-const chat = (content: string, extra: Record<string, unknown> = {}) => ({ model: 'gpt-test', messages: [{ role: 'user', content }], ...extra });
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+  model: 'gpt-test',
+  messages: [{ role: 'user', content }],
+  ...extra,
+});
 
 async function post(base: string, path: string, body: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${base}${path}`, {
@@ -63,7 +67,13 @@ function rawStatus(base: string, rawPath: string): Promise<number> {
   const u = new URL(base);
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: u.hostname, port: u.port, method: 'POST', path: `${u.pathname}${rawPath}`, headers: { 'content-type': 'application/json' } },
+      {
+        host: u.hostname,
+        port: u.port,
+        method: 'POST',
+        path: `${u.pathname}${rawPath}`,
+        headers: { 'content-type': 'application/json' },
+      },
       (res) => {
         res.resume();
         resolve(res.statusCode ?? 0);
@@ -104,7 +114,9 @@ describe('LLM proxy (scope run)', () => {
     const h = await hold(t, dir, project.id);
     llm.delayMs = 300;
     const before = llm.count();
-    const answers = await Promise.all(Array.from({ length: 20 }, () => post(h.openai, '/chat/completions', chat('coalesce me'))));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => post(h.openai, '/chat/completions', chat('coalesce me'))),
+    );
     expect(llm.count() - before).toBe(1);
     expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
     expect(answers.filter((a) => a.cache === 'miss')).toHaveLength(1);
@@ -128,7 +140,11 @@ describe('LLM proxy (scope run)', () => {
     const second = await hold(t, dir, project.id, first.runId, 2);
     expect(second.openai).not.toBe(first.openai); // a new credential
     // Keys in another order are the same request.
-    const again = await post(second.openai, '/chat/completions', { stream: true, messages: req.messages, model: req.model });
+    const again = await post(second.openai, '/chat/completions', {
+      stream: true,
+      messages: req.messages,
+      model: req.model,
+    });
     expect(again).toMatchObject({ status: 200, cache: 'hit', type: 'text/event-stream' });
     expect(again.body.equals(live.body)).toBe(true);
     expect(llm.count() - before).toBe(1);
@@ -182,7 +198,14 @@ describe('LLM proxy (scope run)', () => {
     const project = await createProject(t.http);
     const h = await hold(t, dir, project.id);
     const before = llm.count();
-    for (const path of ['/../../etc/passwd', '/%2e%2e/%2e%2e/x', '/..%2fx', '//evil.example/x', '/x/../../../y', '/\\x'])
+    for (const path of [
+      '/../../etc/passwd',
+      '/%2e%2e/%2e%2e/x',
+      '/..%2fx',
+      '//evil.example/x',
+      '/x/../../../y',
+      '/\\x',
+    ])
       expect({ path, status: await rawStatus(h.openai, path) }).toEqual({ path, status: 400 });
     expect(llm.count() - before).toBe(0);
     h.release();
@@ -205,7 +228,11 @@ describe('LLM proxy (scope run)', () => {
       `SELECT count(*)::int AS n FROM llm_cache_entries WHERE convert_from(body, 'UTF8') LIKE '%sk-test%' OR scope LIKE '%sk-%'`,
     );
     expect(rows[0].n).toBe(0);
-    const scopes = (await db().query(`SELECT scope FROM llm_cache_entries WHERE scope = ANY($1)`, [[`run:${a.runId}`, `run:${b.runId}`]])).rows;
+    const scopes = (
+      await db().query(`SELECT scope FROM llm_cache_entries WHERE scope = ANY($1)`, [
+        [`run:${a.runId}`, `run:${b.runId}`],
+      ])
+    ).rows;
     expect(scopes).toHaveLength(2);
   });
 });
@@ -218,9 +245,19 @@ describe('LLM proxy (scope project, TTL and size cap) and scope off', () => {
 
   beforeAll(async () => {
     llm = await LlmStub.start();
-    const base = { ORCHESTRATOR_COMMAND: holdingCommand(dir), LLM_OPENAI_UPSTREAM: llm.openaiUrl, RUN_LOCK_TTL_MS: '3000', WORKER_CONCURRENCY: '8' };
+    const base = {
+      ORCHESTRATOR_COMMAND: holdingCommand(dir),
+      LLM_OPENAI_UPSTREAM: llm.openaiUrl,
+      RUN_LOCK_TTL_MS: '3000',
+      WORKER_CONCURRENCY: '8',
+    };
     project = await startApp(
-      testEnv('llm-project', join(dir, 'u.log'), { ...base, LLM_CACHE_SCOPE: 'project', LLM_CACHE_TTL_MS: '2000', LLM_CACHE_MAX_BYTES: '2000' }),
+      testEnv('llm-project', join(dir, 'u.log'), {
+        ...base,
+        LLM_CACHE_SCOPE: 'project',
+        LLM_CACHE_TTL_MS: '2000',
+        LLM_CACHE_MAX_BYTES: '2000',
+      }),
     );
     off = await startApp(testEnv('llm-off', join(dir, 'u.log'), { ...base, LLM_CACHE_SCOPE: 'off' }));
   });
@@ -234,7 +271,11 @@ describe('LLM proxy (scope project, TTL and size cap) and scope off', () => {
   it('project: the runs of one project share answers, another project never does; answers expire; big ones are not stored', async () => {
     const p1 = await createProject(project.http, { maxConcurrentRuns: 5 });
     const p2 = await createProject(project.http, { maxConcurrentRuns: 5 });
-    const [a, b, c] = await Promise.all([hold(project, dir, p1.id), hold(project, dir, p1.id), hold(project, dir, p2.id)]);
+    const [a, b, c] = await Promise.all([
+      hold(project, dir, p1.id),
+      hold(project, dir, p1.id),
+      hold(project, dir, p2.id),
+    ]);
     const before = llm.count();
     expect((await post(a.openai, '/chat/completions', chat('team prompt'))).cache).toBe('miss');
     expect((await post(b.openai, '/chat/completions', chat('team prompt'))).cache).toBe('hit');
@@ -260,7 +301,9 @@ describe('LLM proxy (scope project, TTL and size cap) and scope off', () => {
     const h = await hold(off, dir, p.id);
     llm.delayMs = 200;
     const before = llm.count();
-    const answers = await Promise.all(Array.from({ length: 3 }, () => post(h.openai, '/chat/completions', chat('no cache'))));
+    const answers = await Promise.all(
+      Array.from({ length: 3 }, () => post(h.openai, '/chat/completions', chat('no cache'))),
+    );
     expect(answers.map((a) => a.cache)).toEqual(['miss', 'miss', 'miss']);
     expect(llm.count() - before).toBe(3);
     llm.delayMs = 0;

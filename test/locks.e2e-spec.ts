@@ -22,7 +22,9 @@ describe('LockService (real Redis)', () => {
   });
 
   it('gives the lock to exactly one of 50 concurrent acquirers', async () => {
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? locks : other).acquire('race', 5000)));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => (i % 2 ? locks : other).acquire('race', 5000)),
+    );
     expect(results.filter(Boolean)).toHaveLength(1);
   });
 
@@ -85,20 +87,20 @@ describe('LockService (real Redis)', () => {
   });
 
   it('producer guard lets one of many concurrent entrants through', async () => {
-    const owners = await Promise.all(Array.from({ length: 20 }, () => locks.enterOnce('guard', 2000)));
+    const owners = await Promise.all(Array.from({ length: 20 }, () => locks.enterGuard('guard', 2000)));
     expect(owners.filter(Boolean)).toHaveLength(1);
   });
 
   it('producer guards are per key, freed by their owner only, and lapse after their TTL', async () => {
-    const a = await locks.enterOnce('guard-a', 5000);
+    const a = await locks.enterGuard('guard-a', 5000);
     expect(a).not.toBeNull();
-    expect(await other.enterOnce('guard-b', 5000)).not.toBeNull();
-    await locks.leave('guard-a', 'b:not-the-owner');
-    expect(await other.enterOnce('guard-a', 5000)).toBeNull();
-    await locks.leave('guard-a', a!);
-    expect(await other.enterOnce('guard-a', 5000)).not.toBeNull();
-    expect(await locks.enterOnce('guard-short', 100)).not.toBeNull();
-    await waitFor(async () => (await other.enterOnce('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
+    expect(await other.enterGuard('guard-b', 5000)).not.toBeNull();
+    await locks.leaveGuard('guard-a', 'b:not-the-owner');
+    expect(await other.enterGuard('guard-a', 5000)).toBeNull();
+    await locks.leaveGuard('guard-a', a!);
+    expect(await other.enterGuard('guard-a', 5000)).not.toBeNull();
+    expect(await locks.enterGuard('guard-short', 100)).not.toBeNull();
+    await waitFor(async () => (await other.enterGuard('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
   });
 });
 
@@ -252,7 +254,9 @@ describe('Heartbeat edges (real Redis)', () => {
   it('extend errors are reported and tolerated until the lease’s validity runs out', async () => {
     const startedAt = Date.now();
     const errors: unknown[] = [];
-    const hb = new Heartbeat(() => Promise.reject(new Error('redis down')), 600, 'errors', { onError: (e) => errors.push(e) }).start();
+    const hb = new Heartbeat(() => Promise.reject(new Error('redis down')), 600, 'errors', {
+      onError: (e) => errors.push(e),
+    }).start();
     await waitFor(() => hb.signal.aborted, 3000, 'abort once the lease may have lapsed');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(550);
     expect(errors.length).toBeGreaterThanOrEqual(1);
@@ -269,7 +273,11 @@ describe('Heartbeat edges (real Redis)', () => {
       const checking = new Heartbeat(async () => (++beats, true), 300, 'no-handler-check', {
         onBeat: () => Promise.reject(new Error('db blip')),
       }).start();
-      await waitFor(() => failing.signal.aborted && beats >= 3, 3000, 'the failing lease to lapse and three checked beats');
+      await waitFor(
+        () => failing.signal.aborted && beats >= 3,
+        3000,
+        'the failing lease to lapse and three checked beats',
+      );
       checking.stop();
       expect(checking.signal.aborted).toBe(false);
       expect(unhandled).toEqual([]);
@@ -281,7 +289,9 @@ describe('Heartbeat edges (real Redis)', () => {
   it('an extend that hangs is cut off at the lease’s validity (extend_error)', async () => {
     const startedAt = Date.now();
     const errors: unknown[] = [];
-    const hb = new Heartbeat(() => new Promise<boolean>(() => undefined), 400, 'hangs', { onError: (e) => errors.push(e) }).start();
+    const hb = new Heartbeat(() => new Promise<boolean>(() => undefined), 400, 'hangs', {
+      onError: (e) => errors.push(e),
+    }).start();
     await waitFor(() => hb.signal.aborted, 3000, 'abort when the hanging extend times out');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(350);
     expect((hb.signal.reason as LockLostError).reason).toBe('extend_error');

@@ -2,8 +2,8 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
-import { NotificationClaims } from '../src/notifications/notification-claims.repository';
-import { NotificationDelivery } from '../src/notifications/notification-delivery.service';
+import { NotificationClaimsRepository } from '../src/notifications/notification-claims.repository';
+import { NotificationDeliveryService } from '../src/notifications/notification-delivery.service';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -14,17 +14,17 @@ const MAX_ATTEMPTS = 3;
 const BASE_DELAY_MS = 400;
 
 /**
- * NotificationDelivery.deliver called directly (no kick, no jobs, the scheduler's interval an
+ * NotificationDeliveryService.deliver called directly (no kick, no jobs, the scheduler's interval an
  * hour), each test racing exactly what it names: a lock lost before or during the claim, a POST
  * aborted, a database blip while "SENT" is recorded, the attempts running out. The stub is the
  * outside witness of what Slack got; notifications-claims.e2e covers the claim races.
  */
-describe('NotificationDelivery: one attempt, each way it can end', () => {
+describe('NotificationDeliveryService: one attempt, each way it can end', () => {
   const countFile = join(tempDir('notify-delivery'), 'executions.log');
   let stub: SlackStub;
   let t: TestApp;
-  let delivery: NotificationDelivery;
-  let claims: NotificationClaims;
+  let delivery: NotificationDeliveryService;
+  let claims: NotificationClaimsRepository;
 
   beforeAll(async () => {
     stub = await SlackStub.start();
@@ -37,12 +37,14 @@ describe('NotificationDelivery: one attempt, each way it can end', () => {
         NOTIFY_RETRY_BASE_DELAY_MS: String(BASE_DELAY_MS),
       }),
     );
-    delivery = t.app.get(NotificationDelivery);
-    claims = t.app.get(NotificationClaims);
+    delivery = t.app.get(NotificationDeliveryService);
+    claims = t.app.get(NotificationClaimsRepository);
   });
   afterEach(() => jest.restoreAllMocks());
   afterAll(async () => {
-    await db().query(`UPDATE notification_logs SET status = 'SENT' WHERE message->>'text' LIKE 'delivery test %' AND status = 'PENDING'`);
+    await db().query(
+      `UPDATE notification_logs SET status = 'SENT' WHERE message->>'text' LIKE 'delivery test %' AND status = 'PENDING'`,
+    );
     await t.close();
     await stub.close();
     await closeDb();
@@ -52,14 +54,17 @@ describe('NotificationDelivery: one attempt, each way it can end', () => {
     const runId = randomUUID();
     const id = await t.app
       .get<DataSource>(getDataSourceToken())
-      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `delivery test ${runId}` }));
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `delivery test ${runId}` }),
+      );
     return { id: id!, runId };
   }
   const row = async (id: string) =>
     (
-      await db().query('SELECT status, attempts, last_error, claimed_until, next_attempt_at > now() AS later FROM notification_logs WHERE id = $1', [
-        id,
-      ])
+      await db().query(
+        'SELECT status, attempts, last_error, claimed_until, next_attempt_at > now() AS later FROM notification_logs WHERE id = $1',
+        [id],
+      )
     ).rows[0];
 
   it('the lease of the claim is the run lock TTL', () => {
@@ -70,7 +75,11 @@ describe('NotificationDelivery: one attempt, each way it can end', () => {
     const r = await pendingRow();
     const lock = new AbortController();
     lock.abort(new Error('lock lost'));
-    expect(await delivery.deliver(r.id, lock.signal)).toEqual({ kind: 'wait', delayMs: LEASE_MS + 100, reason: 'lock lost before the claim' });
+    expect(await delivery.deliver(r.id, lock.signal)).toEqual({
+      kind: 'wait',
+      delayMs: LEASE_MS + 100,
+      reason: 'lock lost before the claim',
+    });
     expect(await row(r.id)).toMatchObject({ status: 'PENDING', attempts: 0, claimed_until: null });
     expect(stub.for(r.runId)).toHaveLength(0);
   });
@@ -101,7 +110,10 @@ describe('NotificationDelivery: one attempt, each way it can end', () => {
     stub.plan(r.runId, { hold: true });
     const first = delivery.deliver(r.id);
     await waitFor(() => stub.held(r.runId).length === 1, 10_000, 'the POST');
-    await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [r.id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`,
+      [r.id],
+    );
     expect(await first).toEqual({ kind: 'wait', delayMs: LEASE_MS + 100, reason: 'claim or lock lost while posting' });
     expect(await row(r.id)).toMatchObject({ status: 'PENDING', attempts: 2, last_error: null });
   });
@@ -116,7 +128,13 @@ describe('NotificationDelivery: one attempt, each way it can end', () => {
     expect(delayMs).toBeGreaterThanOrEqual(BASE_DELAY_MS / 2);
     expect(delayMs).toBeLessThanOrEqual(BASE_DELAY_MS);
     expect(error).toMatch(/503/);
-    expect(await row(r.id)).toMatchObject({ status: 'PENDING', attempts: 1, last_error: error, claimed_until: null, later: true });
+    expect(await row(r.id)).toMatchObject({
+      status: 'PENDING',
+      attempts: 1,
+      last_error: error,
+      claimed_until: null,
+      later: true,
+    });
   });
 
   it('a transient failure of the last attempt is FAILED for good', async () => {

@@ -5,13 +5,17 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { DeliveryResult, NotificationDelivery, POST_ABORT_GRACE_MS } from '../src/notifications/notification-delivery.service';
+import {
+  DeliveryResult,
+  NotificationDeliveryService,
+  POST_ABORT_GRACE_MS,
+} from '../src/notifications/notification-delivery.service';
 import { NotificationKicker } from '../src/notifications/notification-kicker';
 import { NotificationSweeper } from '../src/notifications/notification-sweeper';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { notificationJobId } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
-import { RunFinalizer } from '../src/runs/run-finalizer';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
 import { auth, blockEventLoop, closeDb, createProject, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -25,7 +29,7 @@ describe('notification claims', () => {
   const countFile = join(tempDir('notify-claims'), 'executions.log');
   let stub: SlackStub;
   let t: TestApp;
-  let delivery: NotificationDelivery;
+  let delivery: NotificationDeliveryService;
   const LEASE_MS = 1500;
 
   beforeAll(async () => {
@@ -38,7 +42,7 @@ describe('notification claims', () => {
         NOTIFY_MAX_ATTEMPTS: '5',
       }),
     );
-    delivery = t.app.get(NotificationDelivery);
+    delivery = t.app.get(NotificationDeliveryService);
   });
   afterAll(async () => {
     await t.close();
@@ -51,7 +55,9 @@ describe('notification claims', () => {
     const runId = randomUUID();
     const id = await t.app
       .get<DataSource>(getDataSourceToken())
-      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }));
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }),
+      );
     return { id: id!, runId };
   }
 
@@ -60,16 +66,20 @@ describe('notification claims', () => {
     stub.plan(row.runId, { hold: true });
     let settled = 0;
     const calls = Array.from({ length: 10 }, () => delivery.deliver(row.id).finally(() => settled++));
-    await waitFor(() => settled === 9 && stub.held(row.runId).length === 1, 10_000, 'nine deliverers to be turned away');
+    await waitFor(
+      () => settled === 9 && stub.held(row.runId).length === 1,
+      10_000,
+      'nine deliverers to be turned away',
+    );
     expect(stub.for(row.runId)).toHaveLength(1);
     stub.held(row.runId)[0].release({ status: 200 });
     const results = await Promise.all(calls);
     expect(results.filter((r) => r.kind === 'sent')).toHaveLength(1);
-    expect(results.filter((r) => r.kind === 'wait')).toHaveLength(9);
+    expect(results.filter((r) => r.kind === 'later')).toHaveLength(9);
     expect(stub.delivered(row.runId)).toBe(1);
 
     // Once SENT, nobody claims it again.
-    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'skip' });
     expect(stub.for(row.runId)).toHaveLength(1);
   });
 
@@ -89,7 +99,7 @@ describe('notification claims', () => {
       'three claim leases to pass with the POST in flight',
       100,
     );
-    expect(new Set(others)).toEqual(new Set(['wait']));
+    expect(new Set(others)).toEqual(new Set(['later']));
     expect(stub.for(row.runId)).toHaveLength(1);
     stub.held(row.runId)[0].release({ status: 200 });
     expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
@@ -102,13 +112,16 @@ describe('notification claims', () => {
     const first = delivery.deliver(row.id);
     await waitFor(() => stub.held(row.runId).length === 1, 10_000, 'the first POST');
     // What a takeover leaves behind (the first deliverer froze past its lease; another claimed).
-    await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [row.id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`,
+      [row.id],
+    );
     await waitFor(() => stub.for(row.runId)[0].state === 'aborted', 5000, 'the first deliverer to drop its POST');
-    expect(await first).toMatchObject({ kind: 'wait' });
+    expect(await first).toMatchObject({ kind: 'later' });
     expect(stub.delivered(row.runId)).toBe(0);
   });
 
-  it('records a 200 already on its way when the lock was lost (a stalled worker wakes up): no second post', async () => {
+  it('records a 200 already on its way when the lock was lost (a stalled worker wakes up; chaos stores seed 265710487): no second post', async () => {
     const row = await pendingRow();
     stub.plan(row.runId, { hold: true });
     const lock = new AbortController();
@@ -123,7 +136,7 @@ describe('notification claims', () => {
     const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);
     expect(rows[0].status).toBe('SENT');
     // Nothing left for the next holder to post again.
-    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'skip' });
     expect(stub.for(row.runId)).toHaveLength(1);
   });
 
@@ -136,13 +149,17 @@ describe('notification claims', () => {
     // The lock key vanished with Redis' memory; the claim in Postgres is still ours and extended.
     const lostAt = Date.now();
     lock.abort(new Error('lock lost: extend_failed'));
-    await waitFor(() => Date.now() - lostAt > 2 * POST_ABORT_GRACE_MS, 5000, 'twice the grace of an aborted lock to pass');
+    await waitFor(
+      () => Date.now() - lostAt > 2 * POST_ABORT_GRACE_MS,
+      5000,
+      'twice the grace of an aborted lock to pass',
+    );
     expect(stub.for(row.runId)[0].state).toBe('held');
     stub.held(row.runId)[0].release({ status: 200 });
     expect(await first).toMatchObject({ kind: 'sent', attempts: 1 });
     const { rows } = await db().query('SELECT status FROM notification_logs WHERE id = $1', [row.id]);
     expect(rows[0].status).toBe('SENT');
-    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'skip' });
     expect(stub.for(row.runId)).toHaveLength(1);
   });
 
@@ -150,7 +167,7 @@ describe('notification claims', () => {
     const row = await pendingRow();
     stub.plan(row.runId, { status: 429, headers: { 'retry-after': '2' } });
     expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'retry', delayMs: 2000 });
-    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'wait', reason: 'next attempt not due yet' });
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'later', reason: 'next attempt not due yet' });
     expect(stub.for(row.runId)).toHaveLength(1);
     await waitFor(async () => (await delivery.deliver(row.id)).kind === 'sent', 10_000, 'the second attempt', 100);
     const [a, b] = stub.for(row.runId);
@@ -160,8 +177,11 @@ describe('notification claims', () => {
 
   it('fails, and never re-posts, a row whose final attempt died with its deliverer', async () => {
     const row = await pendingRow();
-    await db().query(`UPDATE notification_logs SET attempts = 5, claimed_until = now() - interval '1 second' WHERE id = $1`, [row.id]);
-    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'gone' });
+    await db().query(
+      `UPDATE notification_logs SET attempts = 5, claimed_until = now() - interval '1 second' WHERE id = $1`,
+      [row.id],
+    );
+    expect(await delivery.deliver(row.id)).toMatchObject({ kind: 'skip' });
     expect(stub.for(row.runId)).toHaveLength(0);
     expect(await t.app.get(NotificationSweeper).sweep()).toMatchObject({ failed: 1 });
     const { rows } = await db().query('SELECT status, last_error FROM notification_logs WHERE id = $1', [row.id]);
@@ -174,7 +194,9 @@ describe('notification claims', () => {
     const again = await t.app
       .get<DataSource>(getDataSourceToken())
       .transaction((em) =>
-        t.app.get(OutboxWriter).add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
+        t.app
+          .get(OutboxWriter)
+          .add(em, { runId: row.runId, eventType: 'run.succeeded', text: `claim test ${row.runId} (again)` }),
       );
     expect(again).toBeNull();
     await delivery.deliver(row.id);
@@ -210,19 +232,24 @@ describe('notification claims: recording after a takeover', () => {
     ['a retryable failure', 500],
     ['a permanent refusal', 404],
   ])('records nothing for %s answered after the claim was taken over', async (_what, status) => {
-    const delivery = t.app.get(NotificationDelivery);
+    const delivery = t.app.get(NotificationDeliveryService);
     const runId = randomUUID();
     const id = (await t.app
       .get<DataSource>(getDataSourceToken())
-      .transaction((em) => t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` })))!;
+      .transaction((em) =>
+        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` }),
+      ))!;
     stub.plan(runId, { hold: true });
     const first = delivery.deliver(id);
     await waitFor(() => stub.held(runId).length === 1, 10_000, 'the first POST');
-    await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [id]);
+    await db().query(
+      `UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`,
+      [id],
+    );
     stub.held(runId)[0].release({ status });
-    expect(await first).toMatchObject({ kind: 'wait', reason: 'claim taken over by another deliverer' });
+    expect(await first).toMatchObject({ kind: 'later', reason: 'claim taken over by another deliverer' });
     // The new holder's claim still stands: a third deliverer is turned away.
-    expect(await delivery.deliver(id)).toMatchObject({ kind: 'wait', reason: 'claimed by another deliverer' });
+    expect(await delivery.deliver(id)).toMatchObject({ kind: 'later', reason: 'claimed by another deliverer' });
     expect(stub.for(runId)).toHaveLength(1);
     const { rows } = await db().query('SELECT status, attempts FROM notification_logs WHERE id = $1', [id]);
     expect(rows[0]).toEqual({ status: 'PENDING', attempts: 2 });
@@ -261,12 +288,16 @@ describe('notifications without a Slack URL', () => {
       reason: 'test',
       workerId: 'test-worker',
     });
-    expect(fin.written).toBe(true);
+    expect(fin.kind).toBe('written');
     const res = await t.http.get('/api/notifications').query({ runId }).set(auth);
-    expect(res.body).toEqual({ items: [{ runId, eventType: 'run.succeeded', channel: 'slack', status: 'SKIPPED', attempts: 0, sentAt: null }] });
+    expect(res.body).toEqual({
+      items: [{ runId, eventType: 'run.succeeded', channel: 'slack', status: 'SKIPPED', attempts: 0, sentAt: null }],
+    });
     const { rows } = await db().query('SELECT last_error FROM notification_logs WHERE run_id = $1', [runId]);
     expect(rows[0].last_error).toBe('SLACK_WEBHOOK_URL is not set');
-    const skipped = (await t.app.get(MetricsService).notifications.get()).values.find((v) => v.labels.outcome === 'skipped')?.value;
+    const skipped = (await t.app.get(MetricsService).notifications.get()).values.find(
+      (v) => v.labels.outcome === 'skipped',
+    )?.value;
     expect(skipped).toBe(1);
   });
 
@@ -279,7 +310,7 @@ describe('notifications without a Slack URL', () => {
     );
     await t.app.get(NotificationKicker).kick(id);
     expect(await t.app.get(NotificationSweeper).sweep()).toEqual({ requeued: 0, failed: 0 });
-    expect(await t.app.get(NotificationDelivery).deliver(id)).toMatchObject({ kind: 'gone' });
+    expect(await t.app.get(NotificationDeliveryService).deliver(id)).toMatchObject({ kind: 'skip' });
     const queue = t.app.get<Queue>(getQueueToken(NOTIFICATIONS_QUEUE));
     expect(await (await queue.getJob(notificationJobId(id, 0)))?.getState()).toBe('waiting');
     const { rows } = await db().query('SELECT status, attempts FROM notification_logs WHERE id = $1', [id]);

@@ -2,7 +2,17 @@ import { getQueueToken } from '@nestjs/bull';
 import type { Queue } from 'bull';
 import { join } from 'node:path';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
-import { auth, closeDb, createProject, createRun, startApp, startProcess, TestApp, waitFor, WorkerProcess } from './support/app';
+import {
+  auth,
+  closeDb,
+  createProject,
+  createRun,
+  startApp,
+  startProcess,
+  TestApp,
+  waitFor,
+  WorkerProcess,
+} from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { SlackStub } from './support/slack-stub';
 
@@ -42,7 +52,11 @@ describe('notifications: the delivering worker dies', () => {
     await waitFor(() => stub.held(run.id).length === 1, 30_000, 'the worker to claim and POST the notification');
 
     doomed.child.kill('SIGKILL');
-    await waitFor(() => doomed.child.exitCode !== null || doomed.child.signalCode !== null, 10_000, 'the worker to die');
+    await waitFor(
+      () => doomed.child.exitCode !== null || doomed.child.signalCode !== null,
+      10_000,
+      'the worker to die',
+    );
     await waitFor(() => stub.for(run.id)[0].state === 'aborted', 10_000, 'the held POST to lose its client');
     expect(stub.delivered(run.id)).toBe(0);
 

@@ -7,7 +7,7 @@ import { POST_ABORT_GRACE_MS } from '../src/notifications/notification-delivery.
 import { NotificationKicker } from '../src/notifications/notification-kicker';
 import { notificationJobId, notificationLockKey } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
-import { RunFinalizer } from '../src/runs/run-finalizer';
+import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
 import { auth, closeDb, createProject, createRun, db, startApp, TestApp, waitFor, waitForStatus } from './support/app';
 import { tempDir, testEnv, testRedisUrl } from './support/env';
@@ -26,7 +26,9 @@ describe('notifications outbox', () => {
 
   beforeAll(async () => {
     stub = await SlackStub.start();
-    t = await startApp(testEnv('notify', countFile, { SLACK_WEBHOOK_URL: stub.url, NOTIFY_MAX_ATTEMPTS: '4', WORKER_CONCURRENCY: '8' }));
+    t = await startApp(
+      testEnv('notify', countFile, { SLACK_WEBHOOK_URL: stub.url, NOTIFY_MAX_ATTEMPTS: '4', WORKER_CONCURRENCY: '8' }),
+    );
     queue = t.app.get(getQueueToken(NOTIFICATIONS_QUEUE));
     project = await createProject(t.http, { maxConcurrentRuns: 200 });
   });
@@ -64,7 +66,8 @@ describe('notifications outbox', () => {
   /** Finalize as RunProcessor does: kick delivery after the commit when a row was written. */
   async function finalizeAndKick(runId: string, token: number, to: RunStatus.SUCCESS | RunStatus.FAILED) {
     const result = await finalize(runId, token, to);
-    if (result.written && result.notificationId) await t.app.get(NotificationKicker).kick(result.notificationId);
+    if (result.kind === 'written' && result.notificationId)
+      await t.app.get(NotificationKicker).kick(result.notificationId);
     return result;
   }
 
@@ -72,7 +75,10 @@ describe('notifications outbox', () => {
   async function quiet(runIds: string[]): Promise<void> {
     await waitFor(
       async () => {
-        const { rows } = await db().query(`SELECT count(*)::int AS n FROM notification_logs WHERE run_id = ANY($1) AND status = 'PENDING'`, [runIds]);
+        const { rows } = await db().query(
+          `SELECT count(*)::int AS n FROM notification_logs WHERE run_id = ANY($1) AND status = 'PENDING'`,
+          [runIds],
+        );
         const c = await queue.getJobCounts();
         return rows[0].n === 0 && c.waiting + c.active + c.delayed === 0;
       },
@@ -84,7 +90,14 @@ describe('notifications outbox', () => {
   async function listed(runId: string) {
     const res = await t.http.get('/api/notifications').query({ runId }).set(auth);
     expect(res.status).toBe(200);
-    return res.body.items as Array<{ runId: string; eventType: string; channel: string; status: string; attempts: number; sentAt: string | null }>;
+    return res.body.items as Array<{
+      runId: string;
+      eventType: string;
+      channel: string;
+      status: string;
+      attempts: number;
+      sentAt: string | null;
+    }>;
   }
 
   it('announces 100 concurrently finished runs exactly once each, despite duplicate and stale finalizes', async () => {
@@ -99,7 +112,7 @@ describe('notifications outbox', () => {
         finalizeAndKick(id, 4, RunStatus.FAILED),
       ]),
     );
-    expect(results.filter((r) => r.written)).toHaveLength(100);
+    expect(results.filter((r) => r.kind === 'written')).toHaveLength(100);
     await waitFor(() => ids.every((id) => stub.delivered(id) >= 1), 30_000, '100 messages at the stub');
     const elapsedMs = Date.now() - started;
     await quiet(ids);
@@ -167,10 +180,10 @@ describe('notifications outbox', () => {
   it('creates no notification for a fenced-out finalize', async () => {
     const [id] = await runningRuns(1, 7);
     const stale = await finalize(id, 6, RunStatus.FAILED);
-    expect(stale.written).toBe(false);
+    expect(stale.kind).toBe('fenced');
     expect(await listed(id)).toEqual([]);
     // The holder's finalize still works, and announces the real outcome only.
-    expect((await finalizeAndKick(id, 7, RunStatus.SUCCESS)).written).toBe(true);
+    expect((await finalizeAndKick(id, 7, RunStatus.SUCCESS)).kind).toBe('written');
     await waitFor(() => stub.delivered(id) === 1, 20_000, 'the holder’s message');
     await quiet([id]);
     expect(stub.for(id)).toHaveLength(1);
@@ -180,7 +193,7 @@ describe('notifications outbox', () => {
 
   it('delivers a row whose kick was lost: the sweeper finds it', async () => {
     const [id] = await runningRuns(1, 5);
-    expect((await finalize(id, 5, RunStatus.FAILED)).written).toBe(true); // no kick
+    expect((await finalize(id, 5, RunStatus.FAILED)).kind).toBe('written'); // no kick
     await waitFor(() => stub.delivered(id) === 1, 20_000, 'the sweeper to deliver the unkicked row');
     await quiet([id]);
     expect(stub.for(id)).toHaveLength(1);
@@ -193,7 +206,11 @@ describe('notifications outbox', () => {
     // A job for this id ran before its row existed and completed with nothing to do.
     await t.app.get(NotificationKicker).kick(notificationId);
     const jobId = notificationJobId(notificationId, 0);
-    await waitFor(async () => (await (await queue.getJob(jobId))?.getState()) === 'completed', 10_000, 'the early job to complete');
+    await waitFor(
+      async () => (await (await queue.getJob(jobId))?.getState()) === 'completed',
+      10_000,
+      'the early job to complete',
+    );
     await db().query(
       `INSERT INTO notification_logs (id, run_id, event_type, channel, status, message) VALUES ($1, $2, 'run.succeeded', 'slack', 'PENDING', $3)`,
       [notificationId, runId, JSON.stringify({ text: `late row for ${runId}` })],
@@ -209,7 +226,11 @@ describe('notifications outbox', () => {
     const runId = randomUUID();
     await t.app.get(NotificationKicker).kick(notificationId);
     const jobId = notificationJobId(notificationId, 0);
-    await waitFor(async () => (await (await queue.getJob(jobId))?.getState()) === 'completed', 10_000, 'the early job to complete');
+    await waitFor(
+      async () => (await (await queue.getJob(jobId))?.getState()) === 'completed',
+      10_000,
+      'the early job to complete',
+    );
     // What a Redis wipe racing Bull's own scripts leaves: the job's hash, in no list. Bull
     // answers an add of that id by doing nothing.
     await queue.client.zrem(queue.toKey('completed'), jobId);
@@ -237,7 +258,16 @@ describe('notifications outbox', () => {
     expect(stub.for(bad.id)[0].text).toContain('FAILED');
 
     const items = await listed(ok.id);
-    expect(items).toEqual([{ runId: ok.id, eventType: 'run.succeeded', channel: 'slack', status: 'SENT', attempts: 1, sentAt: expect.any(String) }]);
+    expect(items).toEqual([
+      {
+        runId: ok.id,
+        eventType: 'run.succeeded',
+        channel: 'slack',
+        status: 'SENT',
+        attempts: 1,
+        sentAt: expect.any(String),
+      },
+    ]);
     expect(Number.isNaN(Date.parse(items[0].sentAt!))).toBe(false);
     expect(await listed(bad.id)).toEqual([expect.objectContaining({ eventType: 'run.failed', status: 'SENT' })]);
     expect(await listed(randomUUID())).toEqual([]);
@@ -247,7 +277,7 @@ describe('notifications outbox', () => {
     const [id] = await runningRuns(1, 5);
     stub.plan(id, { hold: true });
     const fin = await finalizeAndKick(id, 5, RunStatus.SUCCESS);
-    if (!fin.written || !fin.notificationId) throw new Error('finalize wrote no notification');
+    if (fin.kind !== 'written' || !fin.notificationId) throw new Error('finalize wrote no notification');
     const lockKey = `${t.config.redisPrefix}:lock:${notificationLockKey(fin.notificationId)}`;
     await waitFor(() => stub.held(id).length === 1, 10_000, 'the first POST');
     const redis = new Redis(testRedisUrl());

@@ -107,7 +107,10 @@ describe('OpenAPI document at /docs-json', () => {
       const [type, { schema }] = Object.entries(answer.content)[0];
       const body = type === 'application/json' ? res.body : res.text;
       const validate = ajv.compile(strict(schema!));
-      if (!validate(body)) problems.push(`${route} ${res.status}: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(body).slice(0, 300)}`);
+      if (!validate(body))
+        problems.push(
+          `${route} ${res.status}: ${ajv.errorsText(validate.errors)} in ${JSON.stringify(body).slice(0, 300)}`,
+        );
     };
     const { http } = t;
     const unknown = randomUUID();
@@ -117,7 +120,10 @@ describe('OpenAPI document at /docs-json', () => {
       .set(auth)
       .send({ name: `openapi-${randomUUID()}` });
     await expectDocumented('POST /api/projects', project);
-    await expectDocumented('POST /api/projects', await http.post('/api/projects').set(auth).send({ name: project.body.name }));
+    await expectDocumented(
+      'POST /api/projects',
+      await http.post('/api/projects').set(auth).send({ name: project.body.name }),
+    );
     await expectDocumented('POST /api/projects', await http.post('/api/projects').set(auth).send({}));
     await expectDocumented('GET /api/projects', await http.get('/api/projects').set(auth).query({ limit: 1 }));
     await expectDocumented('GET /api/projects', await http.get('/api/projects').set(auth).query({ cursor: 'nope' }));
@@ -131,15 +137,24 @@ describe('OpenAPI document at /docs-json', () => {
     await expectDocumented('POST /api/projects/{id}/runs', run);
     const key = `openapi-${randomUUID()}`;
     await http.post(runs).set(auth).set('Idempotency-Key', key).send({ requirement: 'once' });
-    await expectDocumented('POST /api/projects/{id}/runs', await http.post(runs).set(auth).set('Idempotency-Key', key).send({ requirement: 'once' }));
+    await expectDocumented(
+      'POST /api/projects/{id}/runs',
+      await http.post(runs).set(auth).set('Idempotency-Key', key).send({ requirement: 'once' }),
+    );
     await expectDocumented(
       'POST /api/projects/{id}/runs',
       await http.post(runs).set(auth).set('Idempotency-Key', key).send({ requirement: 'other' }),
     );
-    await expectDocumented('POST /api/projects/{id}/runs', await http.post(`/api/projects/${unknown}/runs`).set(auth).send({ requirement: 'x' }));
+    await expectDocumented(
+      'POST /api/projects/{id}/runs',
+      await http.post(`/api/projects/${unknown}/runs`).set(auth).send({ requirement: 'x' }),
+    );
 
     const id = run.body.id as string;
-    await expectDocumented('GET /api/runs', await http.get('/api/runs').set(auth).query({ projectId: project.body.id }));
+    await expectDocumented(
+      'GET /api/runs',
+      await http.get('/api/runs').set(auth).query({ projectId: project.body.id }),
+    );
     await expectDocumented('GET /api/runs', await http.get('/api/runs').set(auth).query({ status: 'BOGUS' }));
     await expectDocumented('GET /api/runs/{id}', await http.get(`/api/runs/${id}`).set(auth));
     await expectDocumented('GET /api/runs/{id}', await http.get(`/api/runs/${unknown}`).set(auth));
@@ -157,7 +172,10 @@ describe('OpenAPI document at /docs-json', () => {
     await expectDocumented('POST /api/runs/{id}/retry', await http.post(`/api/runs/${id}/retry`).set(auth));
     await expectDocumented('POST /api/runs/{id}/cancel', await http.post(`/api/runs/${id}/cancel`).set(auth));
     await expectDocumented('POST /api/runs/{id}/cancel', await http.post(`/api/runs/${id}/cancel`).set(auth));
-    await expectDocumented('GET /api/notifications', await http.get('/api/notifications').set(auth).query({ runId: id }));
+    await expectDocumented(
+      'GET /api/notifications',
+      await http.get('/api/notifications').set(auth).query({ runId: id }),
+    );
     await expectDocumented('GET /api/notifications', await http.get('/api/notifications').set(auth));
 
     const body = v1Body(newWorkItem(), 'created');
@@ -176,7 +194,10 @@ describe('OpenAPI document at /docs-json', () => {
       'POST /api/webhook-deliveries/{id}/replay',
       await http.post(`/api/webhook-deliveries/${accepted.body.deliveryId}/replay`).set(auth),
     );
-    await expectDocumented('POST /api/webhook-deliveries/{id}/replay', await http.post(`/api/webhook-deliveries/${unknown}/replay`).set(auth));
+    await expectDocumented(
+      'POST /api/webhook-deliveries/{id}/replay',
+      await http.post(`/api/webhook-deliveries/${unknown}/replay`).set(auth),
+    );
 
     await expectDocumented('GET /health/live', await http.get('/health/live'));
     await expectDocumented('GET /health/ready', await http.get('/health/ready'));
@@ -201,7 +222,8 @@ describe('OpenAPI document at /docs-json', () => {
         .map(([route]) => route)
         .filter((r) => !answered.has(r)),
     ).toEqual([]);
-    for (const status of ['200', '201', '202', '400', '401', '404', '409', '413', '422', '503']) expect(seen.join('\n')).toContain(` ${status}`);
+    for (const status of ['200', '201', '202', '400', '401', '404', '409', '413', '422', '503'])
+      expect(seen.join('\n')).toContain(` ${status}`);
   });
 
   it('generates client types that a typed TypeScript snippet compiles against', () => {
@@ -210,7 +232,8 @@ describe('OpenAPI document at /docs-json', () => {
     const perAnswer = operations(doc).flatMap(([route, op], i) => {
       const [method, path] = route.split(' ');
       return Object.keys(op.responses).map(
-        (status) => `const typed${i}_${status}: IsTyped<Body<paths['${path}']['${method.toLowerCase()}']['responses'][${status}]>> = true;`,
+        (status) =>
+          `const typed${i}_${status}: IsTyped<Body<paths['${path}']['${method.toLowerCase()}']['responses'][${status}]>> = true;`,
       );
     });
     const snippet = `

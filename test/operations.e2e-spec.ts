@@ -1,5 +1,7 @@
 import { join } from 'node:path';
-import { MaintenanceTasks, PRUNE_TASK, SNAPSHOT_TASK } from '../src/health/maintenance.tasks';
+import { HealthSnapshot, SNAPSHOT_TASK } from '../src/health/health-snapshot';
+import { IDEMPOTENCY_PRUNE_TASK } from '../src/runs/idempotency/idempotency-pruner';
+import { DELIVERIES_PRUNE_TASK } from '../src/webhooks/webhook-deliveries.pruner';
 import { ScheduledTasks } from '../src/scheduler/scheduled-tasks.service';
 import { auth, closeDb, createProject, createRun, db, startApp, TestApp, waitForStatus } from './support/app';
 import { tempDir, testEnv, uniquePrefix } from './support/env';
@@ -49,7 +51,10 @@ describe('operations: metrics, scheduled tasks, health', () => {
     };
     t.app.get(ScheduledTasks).register('test.slow', slow);
     twin.app.get(ScheduledTasks).register('test.slow', slow);
-    const results = await Promise.all([t.app.get(ScheduledTasks).runOnce('test.slow'), twin.app.get(ScheduledTasks).runOnce('test.slow')]);
+    const results = await Promise.all([
+      t.app.get(ScheduledTasks).runOnce('test.slow'),
+      twin.app.get(ScheduledTasks).runOnce('test.slow'),
+    ]);
     expect(results.sort()).toEqual(['busy', 'ran']);
     expect(overlap).toBe(1);
     expect(ran).toBe(1);
@@ -59,10 +64,24 @@ describe('operations: metrics, scheduled tasks, health', () => {
     await db().query(
       `INSERT INTO idempotency_keys (key, fingerprint, state, expires_at) VALUES ('old-key', 'x', 'completed', now() - interval '1 second'), ('live-key', 'x', 'completed', now() + interval '1 hour')`,
     );
-    expect(await t.app.get(ScheduledTasks).runOnce(PRUNE_TASK)).toBe('ran');
+    expect(await t.app.get(ScheduledTasks).runOnce(IDEMPOTENCY_PRUNE_TASK)).toBe('ran');
     const { rows } = await db().query(`SELECT key FROM idempotency_keys WHERE key IN ('old-key', 'live-key')`);
     expect(rows.map((r) => r.key)).toEqual(['live-key']);
-    expect(await t.app.get(MaintenanceTasks).snapshot()).toBe('postgres=up redis=up');
+    expect(await t.app.get(HealthSnapshot).snapshot()).toBe('postgres=up redis=up');
+  });
+
+  it('prunes webhook deliveries older than the retention and keeps recent ones', async () => {
+    const insert = (key: string, age: string) =>
+      db().query(
+        `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, action, payload, received_at)
+         VALUES ('plane', $1, 'v1', 'issue', 'created', '{}'::jsonb, now() - $2::interval) RETURNING id`,
+        [key, age],
+      );
+    const old = (await insert(`ops-old-${Date.now()}`, '31 days')).rows[0].id;
+    const recent = (await insert(`ops-recent-${Date.now()}`, '29 days')).rows[0].id;
+    expect(await t.app.get(ScheduledTasks).runOnce(DELIVERIES_PRUNE_TASK)).toBe('ran');
+    const { rows } = await db().query('SELECT id FROM webhook_deliveries WHERE id = ANY($1::uuid[])', [[old, recent]]);
+    expect(rows.map((r) => r.id)).toEqual([recent]);
   });
 
   it('answers health probes without credentials', async () => {
@@ -74,7 +93,9 @@ describe('operations: metrics, scheduled tasks, health', () => {
 
   it('publishes an OpenAPI document describing every API route', async () => {
     const doc = (await t.http.get('/docs-json')).body as { paths: Record<string, Record<string, unknown>> };
-    const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     for (const r of [
       'POST /api/projects',
       'GET /api/projects',

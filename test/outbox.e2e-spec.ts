@@ -1,8 +1,9 @@
+import { bindNamed, mergeValues } from '../src/database/named-params';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource } from 'typeorm';
-import { ClaimedNotification, NotificationClaims } from '../src/notifications/notification-claims.repository';
+import { ClaimedNotification, NotificationClaimsRepository } from '../src/notifications/notification-claims.repository';
 import type { MetricsService } from '../src/metrics/metrics.service';
 import { OutboxWriter } from '../src/notifications/outbox.writer';
 import { closeDb, db, startApp, TestApp } from './support/app';
@@ -16,12 +17,12 @@ describe('outbox writer and notification claims', () => {
   const countFile = join(tempDir('outbox'), 'executions.log');
   let t: TestApp;
   let ds: DataSource;
-  let claims: NotificationClaims;
+  let claims: NotificationClaimsRepository;
 
   beforeAll(async () => {
     t = await startApp(testEnv('outbox', countFile, { APP_ROLE: 'worker' }));
     ds = t.app.get(getDataSourceToken());
-    claims = t.app.get(NotificationClaims);
+    claims = t.app.get(NotificationClaimsRepository);
   });
   afterAll(async () => {
     // Other files' sweepers share this database (one per jest run): leave no row of ours behind
@@ -47,7 +48,9 @@ describe('outbox writer and notification claims', () => {
       )
     ).rows[0];
   /** A row as the writer and earlier attempts left it; times are ms from now. */
-  async function insert(s: { status?: string; attempts?: number; dueMs?: number; claimMs?: number | null } = {}): Promise<string> {
+  async function insert(
+    s: { status?: string; attempts?: number; dueMs?: number; claimMs?: number | null } = {},
+  ): Promise<string> {
     const { rows } = await db().query(
       `INSERT INTO notification_logs (run_id, event_type, channel, status, message, attempts, next_attempt_at, claimed_until)
        VALUES ($1, 'run.succeeded', 'slack', $2, '{"text":"hi"}', $3, now() + $4::int * interval '1 millisecond',
@@ -90,20 +93,24 @@ describe('outbox writer and notification claims', () => {
         throw new Error('finalize rolled back');
       }),
     ).rejects.toThrow('finalize rolled back');
-    expect((await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n).toBe(0);
+    expect(
+      (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [lost])).rows[0].n,
+    ).toBe(0);
   });
 
-  it('cte(): the row as a CTE of the caller’s statement (parameters from firstParam), only when the source yields the run, once', async () => {
+  it('cte(): the row as a CTE of the caller’s statement (named values), only when the source yields the run, once', async () => {
     const runId = newRun();
     const finalize = async (writer: OutboxWriter, present: boolean, id = runId): Promise<string | null> => {
-      const cte = writer.cte({ eventType: 'run.failed', text: 'boom', blocks: [{ type: 'section' }] }, 'upd', 3);
-      const { rows } = await db().query(
-        `WITH upd AS (SELECT $1::uuid AS id WHERE $2::boolean), ${cte.sql} SELECT (SELECT id FROM outbox) AS notification_id`,
-        [id, present, ...cte.params],
+      const cte = writer.cte({ eventType: 'run.failed', text: 'boom', blocks: [{ type: 'section' }] }, 'upd');
+      const { text, values } = bindNamed(
+        `WITH upd AS (SELECT :id::uuid AS id WHERE :present::boolean), ${cte.text} SELECT (SELECT id FROM outbox) AS notification_id`,
+        mergeValues({ id, present }, cte.values),
       );
+      const { rows } = await db().query(text, values);
       return rows[0].notification_id;
     };
-    const count = async (id: string) => (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;
+    const count = async (id: string) =>
+      (await db().query('SELECT count(*)::int AS n FROM notification_logs WHERE run_id = $1', [id])).rows[0].n;
     const pending = new OutboxWriter({ slackConfigured: true });
     // The transition did not happen: no row.
     expect(await finalize(pending, false)).toBeNull();
@@ -124,7 +131,11 @@ describe('outbox writer and notification claims', () => {
     // Without Slack: SKIPPED, with the reason.
     const other = newRun();
     const skipped = await finalize(new OutboxWriter({ slackConfigured: false }), true, other);
-    expect(await row(skipped!)).toMatchObject({ run_id: other, status: 'SKIPPED', last_error: 'SLACK_WEBHOOK_URL is not set' });
+    expect(await row(skipped!)).toMatchObject({
+      run_id: other,
+      status: 'SKIPPED',
+      last_error: 'SLACK_WEBHOOK_URL is not set',
+    });
   });
 
   it('written(): counts a SKIPPED row that was written, nothing else; add() reports its row', async () => {
@@ -173,21 +184,24 @@ describe('outbox writer and notification claims', () => {
   });
 
   it('whyNot(): gone or wait, with the delay to wait', async () => {
-    expect(await claims.whyNot(randomUUID(), 5)).toEqual({ kind: 'gone', reason: 'no such notification' });
-    expect(await claims.whyNot(await insert({ status: 'SENT' }), 5)).toEqual({ kind: 'gone', reason: 'already SENT' });
+    expect(await claims.whyNot(randomUUID(), 5)).toEqual({ kind: 'skip', reason: 'no such notification' });
+    expect(await claims.whyNot(await insert({ status: 'SENT' }), 5)).toEqual({ kind: 'skip', reason: 'already SENT' });
     const held = await claims.whyNot(await insert({ attempts: 5, claimMs: 3000 }), 5);
-    expect(held).toMatchObject({ kind: 'wait', reason: 'claimed by another deliverer' });
+    expect(held).toMatchObject({ kind: 'later', reason: 'claimed by another deliverer' });
     expect((held as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 100);
     expect((held as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 101);
     expect(await claims.whyNot(await insert({ attempts: 5, claimMs: -10 }), 5)).toEqual({
-      kind: 'gone',
+      kind: 'skip',
       reason: 'out of attempts (the sweeper fails it)',
     });
     const later = await claims.whyNot(await insert({ attempts: 4, dueMs: 3000 }), 5);
-    expect(later).toMatchObject({ kind: 'wait', reason: 'next attempt not due yet' });
+    expect(later).toMatchObject({ kind: 'later', reason: 'next attempt not due yet' });
     expect((later as { delayMs: number }).delayMs).toBeGreaterThan(2800 + 20);
     expect((later as { delayMs: number }).delayMs).toBeLessThanOrEqual(3000 + 21);
-    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({ kind: 'wait', delayMs: 20 });
+    expect(await claims.whyNot(await insert({ attempts: 4, dueMs: -5000 }), 5)).toMatchObject({
+      kind: 'later',
+      delayMs: 20,
+    });
     // The wait ends 20 ms AFTER the attempt is due (never before it): at least the time left
     // when read after whyNot() (time only shrinks it), plus the margin.
     const due = await insert({ attempts: 4, dueMs: 3000 });
@@ -243,7 +257,11 @@ describe('outbox writer and notification claims', () => {
     const held = await insert({ attempts: 5, claimMs: 5000 });
     const left = await insert({ attempts: 4 });
     expect(await claims.failExhausted(5)).toBeGreaterThanOrEqual(1);
-    expect(await row(dead)).toMatchObject({ status: 'FAILED', claimed_until: null, last_error: expect.stringMatching(/interrupted/) });
+    expect(await row(dead)).toMatchObject({
+      status: 'FAILED',
+      claimed_until: null,
+      last_error: expect.stringMatching(/interrupted/),
+    });
     expect(await row(held)).toMatchObject({ status: 'PENDING' });
     expect(await row(left)).toMatchObject({ status: 'PENDING' });
   });

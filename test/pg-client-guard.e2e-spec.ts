@@ -1,12 +1,13 @@
 import { AddressInfo, createConnection, createServer, Server, Socket } from 'node:net';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
-import { isTransientDbError } from '../src/database/transaction';
+import { isTransientDbError } from '../src/database/pg-errors';
 import { testDatabaseUrl } from './support/env';
 
 /** The ErrorResponse Postgres sends to a backend killed by pg_terminate_backend. */
 function fatal57P01(): Buffer {
-  const field = (type: string, value: string) => Buffer.concat([Buffer.from(type), Buffer.from(value), Buffer.from([0])]);
+  const field = (type: string, value: string) =>
+    Buffer.concat([Buffer.from(type), Buffer.from(value), Buffer.from([0])]);
   const body = Buffer.concat([
     field('S', 'FATAL'),
     field('V', 'FATAL'),

@@ -8,6 +8,7 @@ import { DeliveryStatus } from '../src/webhooks/webhook-delivery.entity';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';
+import { WebhooksErrorCode } from '../src/webhooks/webhooks.errors';
 
 /** PlaneIntakeService.receive/replay called directly: the request shapes HTTP never sends. */
 describe('PlaneIntakeService', () => {
@@ -36,21 +37,28 @@ describe('PlaneIntakeService', () => {
       () => null,
       (e: unknown) => e as { status: number; message: string },
     );
-  const stored = async (id: string | undefined) => (await db().query('SELECT * FROM webhook_deliveries WHERE id = $1', [id])).rows[0];
+  const stored = async (id: string | undefined) =>
+    (await db().query('SELECT * FROM webhook_deliveries WHERE id = $1', [id])).rows[0];
 
   it('refuses a missing or empty raw body (400) before anything else', async () => {
     const body = v1Body(newWorkItem(), 'created');
     expect(await failure(intake.receive(request(body, { rawBody: undefined })))).toMatchObject({
-      status: 400,
+      code: WebhooksErrorCode.NOT_JSON,
       message: expect.stringMatching(/JSON/),
     });
-    expect(await failure(intake.receive(request(body, { rawBody: Buffer.alloc(0), signature: sign('') })))).toMatchObject({ status: 400 });
+    expect(
+      await failure(intake.receive(request(body, { rawBody: Buffer.alloc(0), signature: sign('') }))),
+    ).toMatchObject({
+      code: WebhooksErrorCode.NOT_JSON,
+    });
   });
 
   it('keeps the sender’s delivery id for the record: the first of several, at most 200 characters', async () => {
     const one = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: 'd-1' }));
     expect((await stored(one.body.deliveryId)).external_delivery_id).toBe('d-1');
-    const many = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: ['d-first', 'd-second'] }));
+    const many = await intake.receive(
+      request(v1Body(newWorkItem(), 'created'), { deliveryHeader: ['d-first', 'd-second'] }),
+    );
     expect((await stored(many.body.deliveryId)).external_delivery_id).toBe('d-first');
     const long = await intake.receive(request(v1Body(newWorkItem(), 'created'), { deliveryHeader: 'x'.repeat(300) }));
     expect((await stored(long.body.deliveryId)).external_delivery_id).toBe('x'.repeat(200));
@@ -70,25 +78,35 @@ describe('PlaneIntakeService', () => {
       work_item_id: item.id,
       status: 'processed',
     });
-    const { rows: projects } = await db().query('SELECT p.name FROM projects p JOIN tasks t ON t.project_id = p.id WHERE t.external_id = $1', [
-      item.id,
-    ]);
+    const { rows: projects } = await db().query(
+      'SELECT p.name FROM projects p JOIN tasks t ON t.project_id = p.id WHERE t.external_id = $1',
+      [item.id],
+    );
     expect(projects[0].name).toMatch(new RegExp(`^Plane ${item.project}`));
     const update = await intake.receive(request(v1Body(item, 'updated', { field: 'name' })));
-    expect(update).toEqual({ httpStatus: 200, body: { status: 'duplicate', deliveryId: expect.any(String), reason: 'task_exists' } });
+    expect(update).toEqual({
+      httpStatus: 200,
+      body: { status: 'duplicate', deliveryId: expect.any(String), reason: 'task_exists' },
+    });
     const retry = await intake.receive(request(v1Body(item, 'created')));
     expect(retry).toEqual({ httpStatus: 200, body: { status: 'duplicate', deliveryId: created.body.deliveryId } });
     const ignored = await intake.receive(request(v1Body(newWorkItem(), 'restored')));
-    expect(ignored).toEqual({ httpStatus: 202, body: { status: 'ignored', deliveryId: expect.any(String), reason: 'action_not_handled' } });
+    expect(ignored).toEqual({
+      httpStatus: 202,
+      body: { status: 'ignored', deliveryId: expect.any(String), reason: 'action_not_handled' },
+    });
   });
 
   it('replays only Plane deliveries that exist', async () => {
-    await expect(intake.replay(randomUUID())).rejects.toMatchObject({ status: 404 });
+    await expect(intake.replay(randomUUID())).rejects.toMatchObject({ code: WebhooksErrorCode.DELIVERY_NOT_FOUND });
     const { rows } = await db().query(
       `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, payload) VALUES ('github', $1, 'v1', 'push', '{}') RETURNING id`,
       [randomUUID()],
     );
-    expect(await failure(intake.replay(rows[0].id))).toMatchObject({ status: 422, message: 'no replay for provider github' });
+    expect(await failure(intake.replay(rows[0].id))).toMatchObject({
+      code: WebhooksErrorCode.REPLAY_UNSUPPORTED,
+      message: 'no replay for provider github',
+    });
   });
 
   describe('WebhookDeliveriesRepository.record: one statement, insert or bump', () => {
@@ -115,24 +133,34 @@ describe('PlaneIntakeService', () => {
       expect(await stored(fresh[0].id)).toMatchObject({ duplicate_count: 11, status: 'accepted', payload: { n: 1 } });
     });
 
-    it('finish(): in the caller’s transaction when given one (rolled back with it), else on its own; a processed delivery stays processed', async () => {
+    it('recordOutcome(): in the caller’s transaction when given one (rolled back with it), else on its own; a processed delivery stays processed', async () => {
       const repo = t.app.get(WebhookDeliveriesRepository);
       const ds = t.app.get<DataSource>(getDataSourceToken());
       const { id } = await repo.record(delivery());
       await expect(
         ds.transaction(async (em) => {
-          await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' }, em);
+          await repo.recordOutcome(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' }, em);
           throw new Error('task transaction rolled back');
         }),
       ).rejects.toThrow('task transaction rolled back');
-      expect(await stored(id)).toMatchObject({ status: 'accepted', reason: null, process_attempts: 0, processed_at: null });
-      await repo.finish(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' });
+      expect(await stored(id)).toMatchObject({
+        status: 'accepted',
+        reason: null,
+        process_attempts: 0,
+        processed_at: null,
+      });
+      await repo.recordOutcome(id, { status: DeliveryStatus.PROCESSED, reason: 'task_created' });
       expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 1 });
       // A replay finding the task: still processed, by the first pass.
-      await repo.finish(id, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists' });
+      await repo.recordOutcome(id, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists' });
       expect(await stored(id)).toMatchObject({ status: 'processed', reason: 'task_created', process_attempts: 2 });
-      await repo.finish(id, { status: DeliveryStatus.FAILED, reason: 'processing_failed', error: 'boom' });
-      expect(await stored(id)).toMatchObject({ status: 'failed', reason: 'processing_failed', error: 'boom', process_attempts: 3 });
+      await repo.recordOutcome(id, { status: DeliveryStatus.FAILED, reason: 'processing_failed', error: 'boom' });
+      expect(await stored(id)).toMatchObject({
+        status: 'failed',
+        reason: 'processing_failed',
+        error: 'boom',
+        process_attempts: 3,
+      });
     });
 
     it('takeOver(): exactly once per stale accepted delivery (the retries that also saw it stale lose)', async () => {
@@ -143,7 +171,10 @@ describe('PlaneIntakeService', () => {
       await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
       expect(await takeOver(id)).toBe(true);
       expect(await takeOver(id)).toBe(false);
-      await db().query(`UPDATE webhook_deliveries SET status = 'failed', updated_at = now() - interval '10 minutes' WHERE id = $1`, [id]);
+      await db().query(
+        `UPDATE webhook_deliveries SET status = 'failed', updated_at = now() - interval '10 minutes' WHERE id = $1`,
+        [id],
+      );
       expect(await takeOver(id)).toBe(false);
     });
 
@@ -163,7 +194,10 @@ describe('PlaneIntakeService', () => {
         // Received long ago: every other row of the database is newer.
         const a = await add(DeliveryStatus.FAILED, '2000-01-01T00:00:03Z');
         const b = await add(DeliveryStatus.PROCESSED, '2000-01-01T00:00:02Z');
-        const tied = [await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z'), await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z')]
+        const tied = [
+          await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z'),
+          await add(DeliveryStatus.FAILED, '2000-01-01T00:00:01Z'),
+        ]
           .sort()
           .reverse();
         expect(ids(await repo.list({ provider, limit: 10 }))).toEqual([a, b, ...tied]);
@@ -183,7 +217,9 @@ describe('PlaneIntakeService', () => {
       const repo = t.app.get(WebhookDeliveriesRepository);
       const d = delivery();
       const first = await repo.record(d);
-      await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [first.id]);
+      await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [
+        first.id,
+      ]);
       // record() only records: nobody processes in between, so every retry sees the row stale.
       const retries = await Promise.all(Array.from({ length: 6 }, () => repo.record(d)));
       expect(retries.filter((r) => r.kind === 'duplicate' && r.takeOver)).toHaveLength(1);
@@ -192,7 +228,10 @@ describe('PlaneIntakeService', () => {
       expect(Date.now() - new Date(row.updated_at).getTime()).toBeLessThan(30_000);
       // Neither a processed delivery nor a freshly touched accepted one is ever taken over.
       expect(await repo.record(d)).toMatchObject({ kind: 'duplicate', takeOver: false });
-      await db().query(`UPDATE webhook_deliveries SET status = 'processed', updated_at = now() - interval '10 minutes' WHERE id = $1`, [first.id]);
+      await db().query(
+        `UPDATE webhook_deliveries SET status = 'processed', updated_at = now() - interval '10 minutes' WHERE id = $1`,
+        [first.id],
+      );
       expect(await repo.record(d)).toMatchObject({ kind: 'duplicate', status: 'processed', takeOver: false });
     });
   });

@@ -3,7 +3,7 @@ import type { Queue } from 'bull';
 import { join } from 'node:path';
 import { runJobId } from '../src/queues/job-ids';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
-import { RunReconciler } from '../src/runs/run-reconciler';
+import { RunQueueReconciler } from '../src/runs/worker/run-queue-reconciler';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runRow } from './support/run-rows';
@@ -13,21 +13,21 @@ const INTERVAL_MS = 1500;
 const GRACE_MS = 2 * INTERVAL_MS;
 
 /**
- * RunReconciler.reconcileQueue called directly on prepared rows and jobs (API role: no processor
+ * RunQueueReconciler.reconcileQueue called directly on prepared rows and jobs (API role: no processor
  * takes the jobs, no scheduler calls it on its own): which QUEUED/RETRYING runs it re-enqueues,
  * under which job id, and which it leaves alone. reconciler.e2e shows the same end to end (a
  * Redis wipe under load); this file pins each condition on its own.
  */
-describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
+describe('the queue reconciler (RunQueueReconciler.reconcileQueue)', () => {
   const countFile = join(tempDir('requeue'), 'executions.log');
   let t: TestApp;
-  let reconciler: RunReconciler;
+  let reconciler: RunQueueReconciler;
   let queue: Queue;
   let project: { id: string };
 
   beforeAll(async () => {
     t = await startApp(testEnv('requeue', countFile, { APP_ROLE: 'api', RECONCILE_INTERVAL_MS: String(INTERVAL_MS) }));
-    reconciler = t.app.get(RunReconciler);
+    reconciler = t.app.get(RunQueueReconciler);
     queue = t.app.get(getQueueToken(RUNS_QUEUE));
     project = await insertProject(10);
   });
@@ -38,7 +38,10 @@ describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
   afterEach(() => jest.restoreAllMocks());
   afterAll(async () => {
     // Other files' reconcilers share the database: leave them no QUEUED run of ours to take up.
-    await db().query(`UPDATE runs SET status = 'CANCELLED' WHERE project_id = $1 AND status IN ('QUEUED', 'RETRYING')`, [project.id]);
+    await db().query(
+      `UPDATE runs SET status = 'CANCELLED' WHERE project_id = $1 AND status IN ('QUEUED', 'RETRYING')`,
+      [project.id],
+    );
     await t.close();
     await closeDb();
   });
@@ -46,11 +49,10 @@ describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
   /** A run in `status` last updated `ageMs` ago, at dispatch generation `generation`. */
   async function run(status: string, ageMs: number, generation = 3): Promise<string> {
     const id = await insertRun(project.id, { status });
-    await db().query(`UPDATE runs SET dispatch_generation = $2, updated_at = now() - $3 * interval '1 millisecond' WHERE id = $1`, [
-      id,
-      generation,
-      ageMs,
-    ]);
+    await db().query(
+      `UPDATE runs SET dispatch_generation = $2, updated_at = now() - $3 * interval '1 millisecond' WHERE id = $1`,
+      [id, generation, ageMs],
+    );
     return id;
   }
   const jobOf = async (id: string, generation: number) => queue.getJob(runJobId(id, generation));
@@ -82,7 +84,9 @@ describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
   });
 
   it('looks only at QUEUED and RETRYING runs', async () => {
-    const others = await Promise.all(['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED'].map((s) => run(s, 10_000)));
+    const others = await Promise.all(
+      ['PENDING', 'RUNNING', 'SUCCESS', 'FAILED', 'CANCELLED'].map((s) => run(s, 10_000)),
+    );
     expect(await reconciler.reconcileQueue()).toEqual({ requeued: 0 });
     for (const id of others) {
       expect((await runRow(id)).dispatch_generation).toBe(3);
@@ -120,8 +124,10 @@ describe('the queue reconciler (RunReconciler.reconcileQueue)', () => {
     const cancelled = await run('RETRYING', 10_000);
     const realGetJob = queue.getJob.bind(queue);
     jest.spyOn(queue, 'getJob').mockImplementation(async (jobId) => {
-      if (jobId === runJobId(bumped, 3)) await db().query(`UPDATE runs SET dispatch_generation = 9 WHERE id = $1`, [bumped]);
-      if (jobId === runJobId(cancelled, 3)) await db().query(`UPDATE runs SET status = 'CANCELLED' WHERE id = $1`, [cancelled]);
+      if (jobId === runJobId(bumped, 3))
+        await db().query(`UPDATE runs SET dispatch_generation = 9 WHERE id = $1`, [bumped]);
+      if (jobId === runJobId(cancelled, 3))
+        await db().query(`UPDATE runs SET status = 'CANCELLED' WHERE id = $1`, [cancelled]);
       return realGetJob(jobId);
     });
     expect(await reconciler.reconcileQueue()).toEqual({ requeued: 0 });

@@ -8,8 +8,9 @@ import { MetricsService } from '../src/metrics/metrics.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { runJobId, runLockKey } from '../src/queues/job-ids';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
-import { RunClaimService } from '../src/runs/run-claim.service';
-import { RunReconciler } from '../src/runs/run-reconciler';
+import { RunClaimService } from '../src/runs/worker/run-claim.service';
+import { RunReaper } from '../src/runs/worker/run-reaper';
+import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -22,10 +23,10 @@ import { insertProject, insertRun, runEvents, runRow } from './support/run-rows'
  * deterministically: the test runs a competing write (a renewal, a newer attempt, a real claim)
  * between the reaper's look and its write, by stepping in front of its transition.
  */
-describe('the reaper (RunReconciler.reapStuck)', () => {
+describe('the reaper (RunReaper.reapStuck)', () => {
   const countFile = join(tempDir('reaper'), 'executions.log');
   let t: TestApp;
-  let reaper: RunReconciler;
+  let reaper: RunReaper;
   let transitions: RunTransitionsRepository;
   let locks: LockService;
   let queue: Queue;
@@ -35,7 +36,7 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
   beforeAll(async () => {
     // The api role: no processor consumes the jobs the reaper enqueues, and no scheduler runs it on its own.
     t = await startApp(testEnv('reaper', countFile, { APP_ROLE: 'api', RUN_MAX_ATTEMPTS: String(MAX_ATTEMPTS) }));
-    reaper = t.app.get(RunReconciler);
+    reaper = t.app.get(RunReaper);
     transitions = t.app.get(RunTransitionsRepository);
     locks = t.app.get(LOCK_SERVICE);
     queue = t.app.get(getQueueToken(RUNS_QUEUE));
@@ -48,7 +49,10 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
   afterEach(async () => {
     jest.restoreAllMocks();
     // Nothing a test leaves RUNNING may be reaped by the next one.
-    await db().query(`UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = $1 AND status = 'RUNNING'`, [project.id]);
+    await db().query(
+      `UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = $1 AND status = 'RUNNING'`,
+      [project.id],
+    );
   });
   afterAll(async () => {
     await t.close();
@@ -57,7 +61,14 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
 
   /** A RUNNING run whose holder died: lease ended `leaseMs` from now (negative: expired). */
   const stuckRun = (leaseMs = -1000, attempts = 1) =>
-    insertRun(project.id, { status: 'RUNNING', attempts, fencing_token: 4, lease_owner: 'dead-worker', leaseMs, started_at: new Date() });
+    insertRun(project.id, {
+      status: 'RUNNING',
+      attempts,
+      fencing_token: 4,
+      lease_owner: 'dead-worker',
+      leaseMs,
+      started_at: new Date(),
+    });
 
   /** Runs `meanwhile` after the reaper looked at run `id` and checked its lock, just before it writes. */
   function betweenLookAndWrite(id: string, meanwhile: () => Promise<void>): void {
@@ -79,10 +90,17 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
     const before = await runRow(id);
     expect(await reaper.reapStuck()).toEqual({ retried: 1, failed: 0 });
     const row = await runRow(id);
-    expect(row).toMatchObject({ status: 'RETRYING', lease_owner: null, lease_expires_at: null, last_error: 'worker lost (lease expired)' });
+    expect(row).toMatchObject({
+      status: 'RETRYING',
+      lease_owner: null,
+      lease_expires_at: null,
+      last_error: 'worker lost (lease expired)',
+    });
     expect(row.dispatch_generation).toBe(before.dispatch_generation + 1);
     expect(await queue.getJob(runJobId(id, row.dispatch_generation))).not.toBeNull();
-    expect((await reaperEvents(id)).map((e) => [e.from_status, e.to_status, e.fencing_token])).toEqual([['RUNNING', 'RETRYING', '4']]);
+    expect((await reaperEvents(id)).map((e) => [e.from_status, e.to_status, e.fencing_token])).toEqual([
+      ['RUNNING', 'RETRYING', '4'],
+    ]);
   });
 
   it('fails a stuck run whose attempts are spent, with its outbox row in the same write', async () => {
@@ -149,7 +167,7 @@ describe('the reaper (RunReconciler.reapStuck)', () => {
 
   it('races a real claim: a worker that takes the run between the reaper’s look and its write keeps it', async () => {
     const id = await stuckRun();
-    const claims = new RunClaimService(t.app.get<DataSource>(getDataSourceToken()), transitions, t.config);
+    const claims = new RunClaimService(t.app.get(RunWorkerRepository), t.config);
     let claimed: { owner: string; token: number } | undefined;
     betweenLookAndWrite(id, async () => {
       // What a worker does: take the run's lock, then claim it in Postgres.

@@ -54,7 +54,10 @@ describe('reaper and queue reconciler: Postgres is the truth, Redis is rebuilt',
         await survivor.close();
       }
       expect(count(countFile, 'done', run.id)).toBe(1);
-      const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ to: string; reason: string }>;
+      const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+        to: string;
+        reason: string;
+      }>;
       expect(events.some((e) => e.to === 'RETRYING' && /reaper/.test(e.reason))).toBe(true);
     } finally {
       await victim.stop('SIGKILL');
@@ -63,17 +66,30 @@ describe('reaper and queue reconciler: Postgres is the truth, Redis is rebuilt',
   });
 
   it('Redis wiped mid-load: every run still finishes, each completed exactly once', async () => {
-    const env = testEnv('wipe', countFile, { REDIS_PREFIX: uniquePrefix('wipe'), RECONCILE_INTERVAL_MS: '500', WORKER_CONCURRENCY: '6' });
+    const env = testEnv('wipe', countFile, {
+      REDIS_PREFIX: uniquePrefix('wipe'),
+      RECONCILE_INTERVAL_MS: '500',
+      WORKER_CONCURRENCY: '6',
+    });
     const app: TestApp = await startApp(env);
     try {
       const project = await createProject(app.http, { maxConcurrentRuns: 6 });
-      const runs = await Promise.all(Array.from({ length: 20 }, (_, i) => createRun(app.http, project.id, `sleep=0.5 wipe ${i}`, true)));
+      const runs = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => createRun(app.http, project.id, `sleep=0.5 wipe ${i}`, true)),
+      );
       const ids = runs.map((r) => r.id);
-      await waitFor(() => executions(countFile).filter((e) => ids.includes(e.runId) && e.kind === 'start').length >= 4, 15_000, 'some runs to start');
+      await waitFor(
+        () => executions(countFile).filter((e) => ids.includes(e.runId) && e.kind === 'start').length >= 4,
+        15_000,
+        'some runs to start',
+      );
       expect(await wipeRedis(redis, env.REDIS_PREFIX)).toBeGreaterThan(0);
       await waitForStatus(ids, ['SUCCESS'], 60_000);
       for (const id of ids) expect(count(countFile, 'done', id)).toBe(1);
-      const { rows } = await db().query(`SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status <> 'SUCCESS'`, [ids]);
+      const { rows } = await db().query(
+        `SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status <> 'SUCCESS'`,
+        [ids],
+      );
       expect(rows[0].n).toBe(0);
     } finally {
       await app.close();

@@ -1,5 +1,15 @@
 import { join } from 'node:path';
-import { auth, closeDb, count, createProject, createRun, executions, startApp, TestApp, waitForStatus } from './support/app';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  executions,
+  startApp,
+  TestApp,
+  waitForStatus,
+} from './support/app';
 import { tempDir, testEnv } from './support/env';
 
 describe('retries', () => {
@@ -8,7 +18,13 @@ describe('retries', () => {
   let projectId: string;
 
   beforeAll(async () => {
-    t = await startApp(testEnv('retries', countFile, { RUN_RETRY_BASE_DELAY_MS: '100', RUN_RETRY_MAX_DELAY_MS: '300', RUN_MAX_ATTEMPTS: '4' }));
+    t = await startApp(
+      testEnv('retries', countFile, {
+        RUN_RETRY_BASE_DELAY_MS: '100',
+        RUN_RETRY_MAX_DELAY_MS: '300',
+        RUN_MAX_ATTEMPTS: '4',
+      }),
+    );
     projectId = (await createProject(t.http, { maxConcurrentRuns: 10 })).id;
   });
   afterAll(async () => {
@@ -24,8 +40,20 @@ describe('retries', () => {
     expect(lines.filter((e) => e.kind === 'done')).toHaveLength(1);
     const body = (await t.http.get(`/api/runs/${run.id}`).set(auth)).body;
     expect(body).toMatchObject({ status: 'SUCCESS', attempts: 3, lastError: null });
-    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ to: string; reason: string; attempt: number }>;
-    expect(events.map((e) => e.to)).toEqual(['QUEUED', 'RUNNING', 'RETRYING', 'RUNNING', 'RETRYING', 'RUNNING', 'SUCCESS']);
+    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+      to: string;
+      reason: string;
+      attempt: number;
+    }>;
+    expect(events.map((e) => e.to)).toEqual([
+      'QUEUED',
+      'RUNNING',
+      'RETRYING',
+      'RUNNING',
+      'RETRYING',
+      'RUNNING',
+      'SUCCESS',
+    ]);
     const delays = events.filter((e) => e.to === 'RETRYING').map((e) => Number(/retry in (\d+) ms/.exec(e.reason)![1]));
     // Full jitter: delay n is uniform in [0, min(cap, base * 2^(n-1))] — ceilings 100, 200.
     expect(delays[0]).toBeLessThanOrEqual(100);
@@ -43,7 +71,10 @@ describe('retries', () => {
     const run = await createRun(t.http, projectId, 'transient=99', true);
     await waitForStatus([run.id], ['FAILED']);
     expect(count(countFile, 'start', run.id)).toBe(4);
-    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ to: string; reason: string }>;
+    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+      to: string;
+      reason: string;
+    }>;
     const delays = events.filter((e) => e.to === 'RETRYING').map((e) => Number(/retry in (\d+) ms/.exec(e.reason)![1]));
     expect(delays).toHaveLength(3);
     for (const d of delays) expect(d).toBeLessThanOrEqual(300);
@@ -63,7 +94,10 @@ describe('retries', () => {
     expect(retry.body.jobId).toMatch(/\.g2$/);
     await waitForStatus([run.id], ['FAILED']);
     expect(count(countFile, 'start', run.id)).toBe(2);
-    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ from: string; to: string }>;
+    const events = (await t.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+      from: string;
+      to: string;
+    }>;
     expect(events.map((e) => e.to)).toEqual(['QUEUED', 'RUNNING', 'FAILED', 'QUEUED', 'RUNNING', 'FAILED']);
     expect((await t.http.post(`/api/runs/${run.id}/retry`).set(auth)).status).toBe(202);
     const again = await t.http.post(`/api/runs/${run.id}/retry`).set(auth);
@@ -87,7 +121,11 @@ describe('retry delays under RUN_RETRY_MAX_DELAY_MS', () => {
 
   beforeAll(async () => {
     t = await startApp(
-      testEnv('retry-cap', countFile, { RUN_RETRY_BASE_DELAY_MS: String(CAP_MS), RUN_RETRY_MAX_DELAY_MS: String(CAP_MS), RUN_MAX_ATTEMPTS: '8' }),
+      testEnv('retry-cap', countFile, {
+        RUN_RETRY_BASE_DELAY_MS: String(CAP_MS),
+        RUN_RETRY_MAX_DELAY_MS: String(CAP_MS),
+        RUN_MAX_ATTEMPTS: '8',
+      }),
     );
   });
   afterAll(async () => {

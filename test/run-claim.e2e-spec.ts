@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { RunClaimService } from '../src/runs/run-claim.service';
+import { RunClaimService } from '../src/runs/worker/run-claim.service';
 import { closeDb, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
@@ -72,7 +72,13 @@ describe('RunClaimService.claim', () => {
 
   it('leaves a RUNNING run with a live lease alone and says when to look again', async () => {
     const project = await insertProject(5);
-    const id = await insertRun(project.id, { status: 'RUNNING', attempts: 1, fencing_token: 9, lease_owner: 'alive', leaseMs: 2000 });
+    const id = await insertRun(project.id, {
+      status: 'RUNNING',
+      attempts: 1,
+      fencing_token: 9,
+      lease_owner: 'alive',
+      leaseMs: 2000,
+    });
     const result = await claims.claim(id, 1, 'owner-4', 'worker-b');
     expect(result).toMatchObject({ kind: 'later', reason: 'held by a live lease' });
     const delay = (result as { delayMs: number }).delayMs;
@@ -92,18 +98,39 @@ describe('RunClaimService.claim', () => {
 
   it('skips a finished run even with a lease left on it, or in a project at its cap (no retry later)', async () => {
     const project = await insertProject(1);
-    await insertRun(project.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'busy', leaseMs: 5000 });
-    const id = await insertRun(project.id, { status: 'SUCCESS', attempts: 1, fencing_token: 2, lease_owner: 'left-behind', leaseMs: 5000 });
+    await insertRun(project.id, {
+      status: 'RUNNING',
+      attempts: 1,
+      fencing_token: 1,
+      lease_owner: 'busy',
+      leaseMs: 5000,
+    });
+    const id = await insertRun(project.id, {
+      status: 'SUCCESS',
+      attempts: 1,
+      fencing_token: 2,
+      lease_owner: 'left-behind',
+      leaseMs: 5000,
+    });
     expect(await claims.claim(id, 1, 'owner-7', 'worker-b')).toEqual({ kind: 'skip', reason: 'run is SUCCESS' });
   });
 
   it('skips a run that does not exist', async () => {
-    expect(await claims.claim('00000000-0000-4000-8000-000000000000', 1, 'o', 'w')).toEqual({ kind: 'skip', reason: 'run not found' });
+    expect(await claims.claim('00000000-0000-4000-8000-000000000000', 1, 'o', 'w')).toEqual({
+      kind: 'skip',
+      reason: 'run not found',
+    });
   });
 
   it.each(['QUEUED', 'RETRYING'])('holds a %s run back while its project is at max_concurrent_runs', async (status) => {
     const project = await insertProject(1);
-    await insertRun(project.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'busy', leaseMs: 5000 });
+    await insertRun(project.id, {
+      status: 'RUNNING',
+      attempts: 1,
+      fencing_token: 1,
+      lease_owner: 'busy',
+      leaseMs: 5000,
+    });
     const id = await insertRun(project.id, { status });
     const delays: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -136,7 +163,13 @@ describe('RunClaimService.claim', () => {
     const full = await insertProject(1);
     await insertRun(full.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'dead', leaseMs: -1000 });
     const other = await insertProject(1);
-    await insertRun(other.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'elsewhere', leaseMs: 5000 });
+    await insertRun(other.id, {
+      status: 'RUNNING',
+      attempts: 1,
+      fencing_token: 1,
+      lease_owner: 'elsewhere',
+      leaseMs: 5000,
+    });
     expect((await claims.claim(await insertRun(full.id, { status: 'QUEUED' }), 1, 'o1', 'w')).kind).toBe('claimed');
     const two = await insertProject(2);
     await insertRun(two.id, { status: 'RUNNING', attempts: 1, fencing_token: 1, lease_owner: 'one', leaseMs: 5000 });

@@ -40,30 +40,48 @@ describe('dispatch and retry', () => {
     expect(job?.data).toEqual({ runId: id, generation: 1 });
     const events = await runEvents(id);
     expect(events).toEqual([
-      expect.objectContaining({ from_status: 'PENDING', to_status: 'QUEUED', reason: 'dispatched', worker_id: t.app.get(WORKER_ID) }),
+      expect.objectContaining({
+        from_status: 'PENDING',
+        to_status: 'QUEUED',
+        reason: 'dispatched',
+        worker_id: t.app.get(WORKER_ID),
+      }),
     ]);
   });
 
   it('/retry starts a FAILED run over: attempts 0, no error, not finished, a new generation and job', async () => {
     const project = await insertProject();
-    const id = await insertRun(project.id, { status: 'FAILED', attempts: 3, last_error: 'exit 3', finished_at: new Date() });
+    const id = await insertRun(project.id, {
+      status: 'FAILED',
+      attempts: 3,
+      last_error: 'exit 3',
+      finished_at: new Date(),
+    });
     const res = await post(id, 'retry');
     expect(res.status).toBe(202);
     expect(res.body.jobId).toBe(`run.${id}.g1`);
-    expect(await runRow(id)).toMatchObject({ status: 'QUEUED', attempts: 0, last_error: null, finished_at: null, dispatch_generation: 1 });
+    expect(await runRow(id)).toMatchObject({
+      status: 'QUEUED',
+      attempts: 0,
+      last_error: null,
+      finished_at: null,
+      dispatch_generation: 1,
+    });
     expect((await queue.getJob(`run.${id}.g1`))?.data).toEqual({ runId: id, generation: 1 });
-    expect((await runEvents(id)).map((e) => [e.from_status, e.to_status, e.reason])).toEqual([['FAILED', 'QUEUED', 'retry requested']]);
+    expect((await runEvents(id)).map((e) => [e.from_status, e.to_status, e.reason])).toEqual([
+      ['FAILED', 'QUEUED', 'retry requested'],
+    ]);
   });
 
   it('refuses while another dispatch of the run holds the producer guard, and frees the guard after each call', async () => {
     const project = await insertProject();
     const id = await insertRun(project.id);
-    const owner = await locks.enterOnce(`dispatch:${id}`, 5000);
+    const owner = await locks.enterGuard(`dispatch:${id}`, 5000);
     const busy = await post(id, 'dispatch');
     expect(busy.status).toBe(409);
     expect(busy.body.message).toBe('a dispatch of this run is already in progress');
     expect(await runRow(id)).toMatchObject({ status: 'PENDING', dispatch_generation: 0 });
-    await locks.leave(`dispatch:${id}`, owner!);
+    await locks.leaveGuard(`dispatch:${id}`, owner!);
     expect((await post(id, 'dispatch')).status).toBe(202);
     // The guard was left behind neither by the success nor by a refusal: each answer says why.
     expect((await post(id, 'dispatch')).body.message).toBe('run is already queued');

@@ -2,7 +2,8 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import { join } from 'node:path';
 import type { PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
-import { FinalizeRequest, RunFinalizer, renderText } from '../src/runs/run-finalizer';
+import { FinalizeRequest, RunFinalizer } from '../src/runs/worker/run-finalizer';
+import { renderText } from '../src/runs/worker/run-message';
 import { RunStatus } from '../src/runs/run-status';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { IllegalTransitionError } from '../src/runs/run-state-machine';
@@ -51,7 +52,8 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     reason: `finished ${to}`,
     workerId: 'worker-f',
   });
-  const outbox = async (runId: string) => (await db().query('SELECT * FROM notification_logs WHERE run_id = $1', [runId])).rows;
+  const outbox = async (runId: string) =>
+    (await db().query('SELECT * FROM notification_logs WHERE run_id = $1', [runId])).rows;
 
   it.each([
     [RunStatus.SUCCESS, 'run.succeeded'],
@@ -59,7 +61,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
   ] as const)('%s with the current token: the row, its event and ONE outbox row, in one go', async (to, eventType) => {
     const id = await running();
     const result = await finalizer.finalize(request(id, to));
-    expect(result).toMatchObject({ written: true, row: { id, status: to, from_status: 'RUNNING' } });
+    expect(result).toMatchObject({ kind: 'written', row: { id, status: to, from_status: 'RUNNING' } });
     const row = await runRow(id);
     expect(row).toMatchObject({
       status: to,
@@ -74,21 +76,30 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     ]);
     const rows = await outbox(id);
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ id: (result as { notificationId: string }).notificationId, event_type: eventType, status: 'SKIPPED' });
+    expect(rows[0]).toMatchObject({
+      id: (result as { notificationId: string }).notificationId,
+      event_type: eventType,
+      status: 'SKIPPED',
+    });
     expect(rows[0].message.text).toBe(renderText(id, project.name, to, request(id, to).requirement));
   });
 
   it('RETRYING: the lease is freed, the run is not finished, and no outbox row', async () => {
     const id = await running();
     const result = await finalizer.finalize(request(id, RunStatus.RETRYING));
-    expect(result).toMatchObject({ written: true, notificationId: null });
-    expect(await runRow(id)).toMatchObject({ status: 'RETRYING', finished_at: null, lease_owner: null, last_error: 'exit 3' });
+    expect(result).toMatchObject({ kind: 'written', notificationId: null });
+    expect(await runRow(id)).toMatchObject({
+      status: 'RETRYING',
+      finished_at: null,
+      lease_owner: null,
+      last_error: 'exit 3',
+    });
     expect(await outbox(id)).toHaveLength(0);
   });
 
   it('a stale token writes nothing at all', async () => {
     const id = await running();
-    expect(await finalizer.finalize(request(id, RunStatus.SUCCESS, '6'))).toEqual({ written: false });
+    expect(await finalizer.finalize(request(id, RunStatus.SUCCESS, '6'))).toEqual({ kind: 'fenced' });
     expect(await runRow(id)).toMatchObject({ status: 'RUNNING', lease_owner: 'me', output_tail: null });
     expect(await runEvents(id)).toHaveLength(0);
     expect(await outbox(id)).toHaveLength(0);
@@ -96,8 +107,8 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
 
   it('a second finalize of the same attempt writes nothing more', async () => {
     const id = await running();
-    expect((await finalizer.finalize(request(id, RunStatus.SUCCESS))).written).toBe(true);
-    expect(await finalizer.finalize(request(id, RunStatus.FAILED))).toEqual({ written: false });
+    expect((await finalizer.finalize(request(id, RunStatus.SUCCESS))).kind).toBe('written');
+    expect(await finalizer.finalize(request(id, RunStatus.FAILED))).toEqual({ kind: 'fenced' });
     expect(await runRow(id)).toMatchObject({ status: 'SUCCESS' });
     expect(await outbox(id)).toHaveLength(1);
   });
@@ -106,9 +117,16 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     expect(await finalizer.handOver(id, '6', 'worker-f')).toBe(false);
     expect(await finalizer.handOver(id, '7', 'worker-f')).toBe(true);
-    expect(await runRow(id)).toMatchObject({ status: 'RETRYING', attempts: 0, lease_owner: null, lease_expires_at: null });
+    expect(await runRow(id)).toMatchObject({
+      status: 'RETRYING',
+      attempts: 0,
+      lease_owner: null,
+      lease_expires_at: null,
+    });
     const events = await runEvents(id);
-    expect(events.map((e) => [e.to_status, e.reason, e.worker_id])).toEqual([['RETRYING', 'worker shutting down: handed over', 'worker-f']]);
+    expect(events.map((e) => [e.to_status, e.reason, e.worker_id])).toEqual([
+      ['RETRYING', 'worker shutting down: handed over', 'worker-f'],
+    ]);
     const zero = await insertRun(project.id, { status: 'RUNNING', attempts: 0, fencing_token: 2 });
     expect(await finalizer.handOver(zero, '2', 'w')).toBe(true);
     expect((await runRow(zero)).attempts).toBe(0);
@@ -116,14 +134,27 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
 
   it('transition(): the statuses, the token, the extra condition and the caller’s transaction all bind', async () => {
     const id = await insertRun(project.id, { status: 'QUEUED', fencing_token: 3 });
-    await expect(transitions.transition(id, { to: RunStatus.SUCCESS, from: [RunStatus.QUEUED] })).rejects.toThrow(IllegalTransitionError);
+    await expect(transitions.transition(id, { to: RunStatus.SUCCESS, from: [RunStatus.QUEUED] })).rejects.toThrow(
+      IllegalTransitionError,
+    );
     expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.PENDING] })).toBeNull();
-    expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], fencingToken: '2' })).toBeNull();
-    expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], where: 'r.attempts > $7', params: [0] })).toBeNull();
+    expect(
+      await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED], fencingToken: '2' }),
+    ).toBeNull();
+    expect(
+      await transitions.transition(id, {
+        to: RunStatus.CANCELLED,
+        from: [RunStatus.QUEUED],
+        where: 'r.attempts > :minAttempts',
+        values: { minAttempts: 0 },
+      }),
+    ).toBeNull();
     const ds = t.app.get<DataSource>(getDataSourceToken());
     await expect(
       ds.transaction(async (em) => {
-        expect(await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED] }, em)).not.toBeNull();
+        expect(
+          await transitions.transition(id, { to: RunStatus.CANCELLED, from: [RunStatus.QUEUED] }, em),
+        ).not.toBeNull();
         throw new Error('roll back');
       }),
     ).rejects.toThrow('roll back');
@@ -133,15 +164,21 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
       to: RunStatus.CANCELLED,
       from: [RunStatus.PENDING, RunStatus.QUEUED],
       fencingToken: '3',
-      where: 'r.attempts = $7',
-      params: [0, 'why'],
-      set: ['last_error = $8'],
+      where: 'r.attempts = :attempts',
+      values: { attempts: 0, lastError: 'why' },
+      set: ['last_error = :lastError'],
       workerId: 'w-t',
       reason: 'test',
     });
     expect(row).toMatchObject({ id, status: 'CANCELLED', from_status: 'QUEUED', last_error: 'why' });
     expect(await runEvents(id)).toEqual([
-      expect.objectContaining({ from_status: 'QUEUED', to_status: 'CANCELLED', fencing_token: '3', worker_id: 'w-t', reason: 'test' }),
+      expect.objectContaining({
+        from_status: 'QUEUED',
+        to_status: 'CANCELLED',
+        fencing_token: '3',
+        worker_id: 'w-t',
+        reason: 'test',
+      }),
     ]);
   });
 
@@ -180,7 +217,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(id, async () => undefined);
     // Written by the retry itself (not read back): the row as the transition returned it.
-    expect(result).toMatchObject({ written: true, row: { status: 'SUCCESS', from_status: 'RUNNING' } });
+    expect(result).toMatchObject({ kind: 'written', row: { status: 'SUCCESS', from_status: 'RUNNING' } });
     expect(await runRow(id)).toMatchObject({ status: 'SUCCESS', output_tail: 'tail of output' });
     expect(await runEvents(id)).toHaveLength(1);
     expect(await outbox(id)).toHaveLength(1);
@@ -190,30 +227,43 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(id, async (tx) => {
       // As if the first attempt had committed before its answer was lost.
-      await tx.query(`UPDATE runs SET status = 'SUCCESS', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1`, [id]);
+      await tx.query(
+        `UPDATE runs SET status = 'SUCCESS', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = $1`,
+        [id],
+      );
       await tx.query(
         `INSERT INTO notification_logs (run_id, event_type, channel, status, message) VALUES ($1, 'run.succeeded', 'slack', 'SKIPPED', '{}')`,
         [id],
       );
     });
     const note = (await outbox(id))[0];
-    expect(result).toMatchObject({ written: true, row: { id, status: 'SUCCESS', fencing_token: '7' }, notificationId: note.id });
+    expect(result).toMatchObject({
+      kind: 'written',
+      row: { id, status: 'SUCCESS', fencing_token: '7' },
+      notificationId: note.id,
+    });
   });
 
   it('after a connection error, finds its own earlier RETRYING commit (no notification to name)', async () => {
     const id = await running();
     const result = await finalizeThroughAConnectionError(
       id,
-      async (tx) => void (await tx.query(`UPDATE runs SET status = 'RETRYING', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id])),
+      async (tx) =>
+        void (await tx.query(
+          `UPDATE runs SET status = 'RETRYING', lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`,
+          [id],
+        )),
       RunStatus.RETRYING,
     );
-    expect(result).toMatchObject({ written: true, row: { id, status: 'RETRYING' }, notificationId: null });
+    expect(result).toMatchObject({ kind: 'written', row: { id, status: 'RETRYING' }, notificationId: null });
   });
 
   it('does not retry an error that is not a connection error: it surfaces at once', async () => {
     const id = await running();
     // Postgres refuses a NUL byte in text (22021): a bug, not a blip; retrying would loop forever.
-    await expect(finalizer.finalize({ ...request(id, RunStatus.SUCCESS), outputTail: 'bad \u0000 byte' })).rejects.toThrow(/0x00/);
+    await expect(
+      finalizer.finalize({ ...request(id, RunStatus.SUCCESS), outputTail: 'bad \u0000 byte' }),
+    ).rejects.toThrow(/0x00/);
     expect(await runRow(id)).toMatchObject({ status: 'RUNNING' });
   });
 
@@ -222,13 +272,13 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     const result = await finalizeThroughAConnectionError(id, async (tx) => {
       await tx.query(`UPDATE runs SET status = 'SUCCESS', fencing_token = 8 WHERE id = $1`, [id]);
     });
-    expect(result).toEqual({ written: false });
+    expect(result).toEqual({ kind: 'fenced' });
     const retrying = await running();
     const other = await finalizeThroughAConnectionError(
       retrying,
       async (tx) => void (await tx.query(`UPDATE runs SET status = 'FAILED' WHERE id = $1`, [retrying])),
       RunStatus.RETRYING,
     );
-    expect(other).toEqual({ written: false });
+    expect(other).toEqual({ kind: 'fenced' });
   });
 });

@@ -6,7 +6,7 @@ import { TaskLockService } from '../src/locks/task-lock.service';
 import { runLockKey } from '../src/queues/job-ids';
 import type { RunJobData } from '../src/queues/queue-names';
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../src/runs/executor/executor';
-import { RunProcessor } from '../src/runs/run.processor';
+import { RunProcessor } from '../src/runs/worker/run.processor';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertRun, runEvents, runRow } from './support/run-rows';
@@ -81,23 +81,30 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
       `UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = ANY($1) AND status IN ('QUEUED', 'RUNNING', 'RETRYING')`,
       [projects],
     );
-    await db().query(`DELETE FROM notification_logs WHERE status = 'PENDING' AND run_id IN (SELECT id FROM runs WHERE project_id = ANY($1))`, [
-      projects,
-    ]);
+    await db().query(
+      `DELETE FROM notification_logs WHERE status = 'PENDING' AND run_id IN (SELECT id FROM runs WHERE project_id = ANY($1))`,
+      [projects],
+    );
     await t.close();
     await stub.close();
     await closeDb();
   });
 
-  async function queuedRun(state: { attempts?: number } = {}): Promise<{ runId: string; projectId: string; workspace: string }> {
+  async function queuedRun(
+    state: { attempts?: number } = {},
+  ): Promise<{ runId: string; projectId: string; workspace: string }> {
     const name = `proc-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     const workspace = join(t.config.workspaceRoot, name);
-    const { rows } = await db().query(`INSERT INTO projects (name, workspace_path, max_concurrent_runs) VALUES ($1, $2, 5) RETURNING id`, [
-      name,
-      workspace,
-    ]);
+    const { rows } = await db().query(
+      `INSERT INTO projects (name, workspace_path, max_concurrent_runs) VALUES ($1, $2, 5) RETURNING id`,
+      [name, workspace],
+    );
     projects.push(rows[0].id);
-    const runId = await insertRun(rows[0].id, { status: 'QUEUED', attempts: state.attempts ?? 0, requirement: `requirement of ${name}` });
+    const runId = await insertRun(rows[0].id, {
+      status: 'QUEUED',
+      attempts: state.attempts ?? 0,
+      requirement: `requirement of ${name}`,
+    });
     return { runId, projectId: rows[0].id, workspace };
   }
 
@@ -157,15 +164,26 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
   it.each([
     ['an exit status', { outcome: 'failed', exitCode: 3 }, 'exit 3'],
     ['a signal it did not survive', { outcome: 'failed', exitCode: null, signal: 'SIGTERM' }, 'killed by SIGTERM'],
-    ['the timeout', { outcome: 'failed', exitCode: null, signal: 'SIGKILL', timedOut: true }, `timed out after ${TIMEOUT_MS} ms`],
-    ['a command that could not start', { outcome: 'failed', exitCode: null, startError: 'spawn E2BIG' }, 'could not start the command: spawn E2BIG'],
-  ] as Array<[string, Partial<ExecutionResult>, string]>)('a failed attempt (%s) is FAILED with what ended it', async (_what, result, text) => {
-    const { runId } = await queuedRun();
-    behaviour = async () => result;
-    expect(await attempt(runId)).toEqual({ result: 'failed' });
-    expect(await runRow(runId)).toMatchObject({ status: 'FAILED', attempts: 1, last_error: text });
-    expect((await lastEvent(runId)).reason).toBe(text);
-  });
+    [
+      'the timeout',
+      { outcome: 'failed', exitCode: null, signal: 'SIGKILL', timedOut: true },
+      `timed out after ${TIMEOUT_MS} ms`,
+    ],
+    [
+      'a command that could not start',
+      { outcome: 'failed', exitCode: null, startError: 'spawn E2BIG' },
+      'could not start the command: spawn E2BIG',
+    ],
+  ] as Array<[string, Partial<ExecutionResult>, string]>)(
+    'a failed attempt (%s) is FAILED with what ended it',
+    async (_what, result, text) => {
+      const { runId } = await queuedRun();
+      behaviour = async () => result;
+      expect(await attempt(runId)).toEqual({ result: 'failed' });
+      expect(await runRow(runId)).toMatchObject({ status: 'FAILED', attempts: 1, last_error: text });
+      expect((await lastEvent(runId)).reason).toBe(text);
+    },
+  );
 
   it('a transient attempt with attempts left is RETRYING, and Bull is told to come back after the backoff', async () => {
     const { runId } = await queuedRun({ attempts: MAX_ATTEMPTS - 2 });
@@ -175,7 +193,11 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     const delay = (error as RetryLaterError).retryDelayMs;
     expect(delay).toBeGreaterThan(0);
     expect(delay).toBeLessThanOrEqual(100);
-    expect(await runRow(runId)).toMatchObject({ status: 'RETRYING', attempts: MAX_ATTEMPTS - 1, last_error: 'exit 75' });
+    expect(await runRow(runId)).toMatchObject({
+      status: 'RETRYING',
+      attempts: MAX_ATTEMPTS - 1,
+      last_error: 'exit 75',
+    });
     expect((await lastEvent(runId)).reason).toBe(`exit 75 (transient); retry in ${delay} ms`);
   });
 
@@ -184,7 +206,9 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     behaviour = async () => ({ outcome: 'transient', exitCode: 75 });
     expect(await attempt(runId)).toEqual({ result: 'failed' });
     expect(await runRow(runId)).toMatchObject({ status: 'FAILED', attempts: MAX_ATTEMPTS, last_error: 'exit 75' });
-    expect((await lastEvent(runId)).reason).toBe(`exit 75 (transient); attempts exhausted (${MAX_ATTEMPTS}/${MAX_ATTEMPTS})`);
+    expect((await lastEvent(runId)).reason).toBe(
+      `exit 75 (transient); attempts exhausted (${MAX_ATTEMPTS}/${MAX_ATTEMPTS})`,
+    );
   });
 
   it('records nothing when a newer holder took the run during the attempt (fenced)', async () => {
@@ -259,7 +283,11 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     behaviour = async () => ({});
     expect(await attempt(runId)).toEqual({ result: 'succeeded' });
     // This process has no scheduler: without the kick nobody would deliver the row.
-    await waitFor(() => stub.requests.some((r) => r.text.includes(runId) && r.state === 'answered'), 10_000, 'the message');
+    await waitFor(
+      () => stub.requests.some((r) => r.text.includes(runId) && r.state === 'answered'),
+      10_000,
+      'the message',
+    );
   });
 
   it('a run that is not runnable is skipped with the reason; a live lease makes Bull come back later', async () => {

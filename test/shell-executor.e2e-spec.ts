@@ -31,14 +31,21 @@ describe('ShellExecutor: one attempt of a real command', () => {
     ...over,
   });
   /** Runs `command` (its stdout is the result's output tail). */
-  const exec = (command: string, req: Partial<ExecutionRequest> = {}, signal = new AbortController().signal, env = process.env) =>
-    new ShellExecutor(command, env, identity, tmpdir()).execute(request(req), signal);
+  const exec = (
+    command: string,
+    req: Partial<ExecutionRequest> = {},
+    signal = new AbortController().signal,
+    env = process.env,
+  ) => new ShellExecutor(command, env, identity, tmpdir()).execute(request(req), signal);
   const lines = (r: ExecutionResult) => r.outputTail.trim().split('\n');
 
   it('hands the requirement over in a private file that is gone after the attempt, and in RUN_REQUIREMENT up to 64 KiB', async () => {
-    const r = await exec('echo "$RUN_REQUIREMENT_FILE"; cat "$RUN_REQUIREMENT_FILE"; echo; echo "env=${RUN_REQUIREMENT-unset}"', {
-      requirement: 'fix the bug',
-    });
+    const r = await exec(
+      'echo "$RUN_REQUIREMENT_FILE"; cat "$RUN_REQUIREMENT_FILE"; echo; echo "env=${RUN_REQUIREMENT-unset}"',
+      {
+        requirement: 'fix the bug',
+      },
+    );
     const [file, content, env] = lines(r);
     expect(content).toBe('fix the bug');
     expect(env).toBe('env=fix the bug');
@@ -47,7 +54,9 @@ describe('ShellExecutor: one attempt of a real command', () => {
     const exactly = 'x'.repeat(REQUIREMENT_ENV_MAX_BYTES);
     const fits = await exec('printf %s "${RUN_REQUIREMENT-unset}" | wc -c', { requirement: exactly });
     expect(fits.outputTail.trim()).toBe(String(REQUIREMENT_ENV_MAX_BYTES));
-    const over = await exec('echo "${RUN_REQUIREMENT-unset}"; wc -c < "$RUN_REQUIREMENT_FILE"', { requirement: `${exactly}y` });
+    const over = await exec('echo "${RUN_REQUIREMENT-unset}"; wc -c < "$RUN_REQUIREMENT_FILE"', {
+      requirement: `${exactly}y`,
+    });
     expect(lines(over)).toEqual(['unset', String(REQUIREMENT_ENV_MAX_BYTES + 1)]);
   });
 
@@ -55,7 +64,10 @@ describe('ShellExecutor: one attempt of a real command', () => {
     const bin = join(dir, 'bin');
     mkdirSync(bin, { recursive: true });
     const runApi = { env: { ONCEFLOW_API_URL: 'http://127.0.0.1:9/x' }, binDir: bin };
-    const r = await exec('echo "$HOME"; echo "$PATH"; echo "$ONCEFLOW_API_URL"; echo "$RUN_ATTEMPT $RUN_FENCING_TOKEN"', { runApi, attempt: 3 });
+    const r = await exec(
+      'echo "$HOME"; echo "$PATH"; echo "$ONCEFLOW_API_URL"; echo "$RUN_ATTEMPT $RUN_FENCING_TOKEN"',
+      { runApi, attempt: 3 },
+    );
     const [home, path, api, attempt] = lines(r);
     expect(home).toMatch(/onceflow-attempt-/);
     expect(home).not.toBe(process.env.HOME);
@@ -112,7 +124,9 @@ describe('ShellExecutor: one attempt of a real command', () => {
     const marker = join(dir, 'outside-ran');
     const r = await exec(`touch '${marker}'`, { workspace: '/etc/onceflow-nowhere' });
     expect(r).toMatchObject({ outcome: 'failed', exitCode: null, signal: null, timedOut: false });
-    expect(r.startError).toMatch(/^could not prepare its workspace: workspace \/etc\/onceflow-nowhere is not inside WORKSPACE_ROOT/);
+    expect(r.startError).toMatch(
+      /^could not prepare its workspace: workspace \/etc\/onceflow-nowhere is not inside WORKSPACE_ROOT/,
+    );
     expect(r.outputTail).toBe(`[onceflow] could not start the command: ${r.startError}\n`);
     expect(existsSync(marker)).toBe(false);
     expect(existsSync('/etc/onceflow-nowhere')).toBe(false);

@@ -27,7 +27,9 @@ describe('start-up', () => {
     const port = await freePort();
     const res = await start({ DATABASE_URL: testDatabaseUrl(), REDIS_URL: `redis://127.0.0.1:${port}/0` });
     expect(res.status).toBe(1);
-    expect(res.stderr).toBe(`onceflow: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED); start it with: docker compose up -d postgres redis`);
+    expect(res.stderr).toBe(
+      `onceflow: cannot reach Redis at 127.0.0.1:${port} (ECONNREFUSED); start it with: docker compose up -d postgres redis`,
+    );
   });
 
   it('refuses a bad configuration in one line', async () => {

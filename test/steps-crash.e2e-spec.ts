@@ -84,12 +84,9 @@ describe('steps under worker crashes and freezes', () => {
     expect(effectsByStep(log, run.id)).toEqual({ s1: 1, s2: 1, s3: 1, s4: 1 });
     expect(llm.count()).toBe(1);
     const steps = (await api.http.get(`/api/runs/${run.id}/steps`).set(auth)).body.items;
-    expect(steps.map((s: { name: string; status: string; attempt: number }) => `${s.name}:${s.status}:${s.attempt}`)).toEqual([
-      's1:DONE:1',
-      's2:DONE:1',
-      's3:DONE:2',
-      's4:DONE:2',
-    ]);
+    expect(
+      steps.map((s: { name: string; status: string; attempt: number }) => `${s.name}:${s.status}:${s.attempt}`),
+    ).toEqual(['s1:DONE:1', 's2:DONE:1', 's3:DONE:2', 's4:DONE:2']);
     // No credential, no provider key in any log line of either worker.
     for (const out of [a.output(), b.output()]) {
       expect(out).toContain('run started');
@@ -109,7 +106,11 @@ describe('steps under worker crashes and freezes', () => {
     // The frozen worker wakes up: its late heartbeat loses the lease, and the escaped call it was
     // holding is answered "no longer holds the run".
     a.child.kill('SIGCONT');
-    await waitFor(() => stepLines(log, run.id).some((l) => l.kind === 'escaped'), 20_000, 'the escaped process to get its answer');
+    await waitFor(
+      () => stepLines(log, run.id).some((l) => l.kind === 'escaped'),
+      20_000,
+      'the escaped process to get its answer',
+    );
     const escaped = stepLines(log, run.id).find((l) => l.kind === 'escaped')!;
     if (escaped.extra !== '3') process.stderr.write(a.output());
     expect(escaped.extra).toBe('3');

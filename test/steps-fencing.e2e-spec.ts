@@ -33,7 +33,12 @@ echo $? > "$1/exit.$RUN_ID"' sh "$d" </dev/null >/dev/null 2>&1 &
 touch "$d/ready.$RUN_ID"
 sleep 30`,
     );
-    t = await startApp(testEnv('steps-fence', join(dir, 'unused'), { ORCHESTRATOR_COMMAND: `sh '${script}' '${dir}'`, RUN_LOCK_TTL_MS: '30000' }));
+    t = await startApp(
+      testEnv('steps-fence', join(dir, 'unused'), {
+        ORCHESTRATOR_COMMAND: `sh '${script}' '${dir}'`,
+        RUN_LOCK_TTL_MS: '30000',
+      }),
+    );
     redis = new Redis(testRedisUrl());
   });
   afterAll(async () => {
@@ -53,7 +58,11 @@ sleep 30`,
     writeFileSync(join(dir, `go.${runId}`), '');
     await waitFor(() => existsSync(join(dir, `exit.${runId}`)), 15_000, 'the late step call to end');
     const { rows } = await db().query(`SELECT name FROM run_steps WHERE run_id = $1`, [runId]);
-    return { exit: readFileSync(join(dir, `exit.${runId}`), 'utf8').trim(), effect: existsSync(join(dir, `effects.${runId}`)), rows: rows.length };
+    return {
+      exit: readFileSync(join(dir, `exit.${runId}`), 'utf8').trim(),
+      effect: existsSync(join(dir, `effects.${runId}`)),
+      rows: rows.length,
+    };
   }
 
   it('the statement refuses a run cancelled a moment ago, while the credential still works (the next beat is seconds away)', async () => {

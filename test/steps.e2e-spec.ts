@@ -85,7 +85,11 @@ describe('steps: a retried run resumes after its last finished step', () => {
     const project = await createProject(t.http);
     const run = await createRun(t.http, project.id, 'steps=1 escape=1.5', true);
     await waitForStatus([run.id], ['SUCCESS']);
-    await waitFor(() => stepLines(log, run.id).some((l) => l.kind === 'escaped'), 10_000, 'the escaped process to try its step');
+    await waitFor(
+      () => stepLines(log, run.id).some((l) => l.kind === 'escaped'),
+      10_000,
+      'the escaped process to try its step',
+    );
     const escaped = stepLines(log, run.id).find((l) => l.kind === 'escaped')!;
     expect(escaped.extra).toBe('3');
     expect(effectsByStep(log, run.id)).toEqual({ s1: 1 });
@@ -97,7 +101,11 @@ describe('steps: a retried run resumes after its last finished step', () => {
 /** The CLI on its own: usage errors, an unreachable worker, values across attempts. */
 describe('the onceflow CLI', () => {
   const cli = (args: string[], env: Record<string, string> = {}, input?: string) =>
-    spawnSync(process.execPath, [cliScript(), ...args], { env: { PATH: process.env.PATH ?? '', ...env }, input, encoding: 'utf8' });
+    spawnSync(process.execPath, [cliScript(), ...args], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      input,
+      encoding: 'utf8',
+    });
 
   it('refuses bad usage with exit 2 and a message, before calling anyone', () => {
     const env = { ONCEFLOW_URL: 'http://127.0.0.1:9', ONCEFLOW_RUN_TOKEN: 'x' };
@@ -119,7 +127,10 @@ describe('the onceflow CLI', () => {
 
   it('exits 75 when the worker cannot be reached, and does not run the step', () => {
     const marker = join(tempDir('cli'), 'ran');
-    const r = cli(['step', 'one', '--', 'sh', '-c', `touch '${marker}'`], { ONCEFLOW_URL: 'http://127.0.0.1:9', ONCEFLOW_RUN_TOKEN: 'x' });
+    const r = cli(['step', 'one', '--', 'sh', '-c', `touch '${marker}'`], {
+      ONCEFLOW_URL: 'http://127.0.0.1:9',
+      ONCEFLOW_RUN_TOKEN: 'x',
+    });
     expect(r.status).toBe(75);
     expect(r.stderr).toContain('cannot be reached');
     expect(() => readFileSync(marker)).toThrow();

@@ -3,7 +3,7 @@ import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { pgConstraint, pgErrorCode } from '../src/database/transaction';
+import { pgConstraint, pgErrorCode } from '../src/database/pg-errors';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { UQ_PROJECTS_NAME } from '../src/runs/entities/project.entity';
 import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
@@ -41,13 +41,14 @@ describe('TaskIntakeService', () => {
     const dir = join(t.config.workspaceRoot, projectId, 'tasks');
     return existsSync(dir) ? readdirSync(dir) : [];
   };
-  const allTaskDirs = () => (existsSync(t.config.workspaceRoot) ? readdirSync(t.config.workspaceRoot).flatMap(taskDirs).sort() : []);
+  const allTaskDirs = () =>
+    existsSync(t.config.workspaceRoot) ? readdirSync(t.config.workspaceRoot).flatMap(taskDirs).sort() : [];
 
   it('creates the task, its workspace and its QUEUED authoring run, and enqueues the run', async () => {
     const it1 = item();
     const seen: unknown[] = [];
     const result = await intake.open(it1, async (_em, created) => void seen.push(created));
-    expect(result).toMatchObject({ outcome: 'created', taskId: expect.any(String), runId: expect.any(String) });
+    expect(result).toMatchObject({ kind: 'created', taskId: expect.any(String), runId: expect.any(String) });
     const created = result as { taskId: string; runId: string; projectId: string };
     expect(seen).toEqual([{ taskId: created.taskId, runId: created.runId }]);
     expect(await task(created.taskId)).toMatchObject({
@@ -76,7 +77,9 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const before = allTaskDirs();
     await expect(intake.open(it1, () => Promise.reject(new Error('marking failed')))).rejects.toThrow('marking failed');
-    expect((await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n).toBe(0);
+    expect(
+      (await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n,
+    ).toBe(0);
     const { rows } = await db().query('SELECT id FROM projects WHERE external_id = $1', [it1.project.externalId]);
     expect(rows).toHaveLength(0);
     expect(allTaskDirs()).toEqual(before);
@@ -97,20 +100,31 @@ describe('TaskIntakeService', () => {
         (e: unknown) => e,
       );
     expect([pgErrorCode(err), pgConstraint(err)]).toEqual(['23505', UQ_PROJECTS_NAME]);
-    expect((await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n).toBe(0);
+    expect(
+      (await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n,
+    ).toBe(0);
   });
 
   it('a known item is "exists"; only a newer updatedAt refreshes title, url and metadata', async () => {
     const first = item();
     const created = (await intake.open(first)) as { taskId: string; runId: string };
     const older = await intake.open({ ...first, title: 'Older', metadata: { updatedAt: '2026-11-01T00:00:00Z' } });
-    expect(older).toEqual({ outcome: 'exists', taskId: created.taskId, runId: created.runId });
+    expect(older).toEqual({ kind: 'exists', taskId: created.taskId, runId: created.runId });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
     await intake.open({ ...first, title: 'No date', metadata: { updatedAt: null } });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title' });
     await intake.open({ ...first, title: 'Newer', url: null, metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 } });
-    expect(await task(created.taskId)).toMatchObject({ title: 'Newer', url: first.url, metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 } });
-    await intake.open({ ...first, title: 'Newer url', url: 'https://plane.example/i/2', metadata: { updatedAt: '2026-11-04T00:00:00Z' } });
+    expect(await task(created.taskId)).toMatchObject({
+      title: 'Newer',
+      url: first.url,
+      metadata: { updatedAt: '2026-11-03T00:00:00Z', n: 2 },
+    });
+    await intake.open({
+      ...first,
+      title: 'Newer url',
+      url: 'https://plane.example/i/2',
+      metadata: { updatedAt: '2026-11-04T00:00:00Z' },
+    });
     expect(await task(created.taskId)).toMatchObject({ title: 'Newer url', url: 'https://plane.example/i/2' });
 
     // A task stored without a date: an undated event still refreshes nothing, a dated one does.
@@ -126,14 +140,17 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const created = (await intake.open(it1)) as { taskId: string; runId: string };
     const closed = await intake.close('plane', it1.externalId, 'work item deleted in Plane');
-    expect(closed).toEqual({ outcome: 'closed', taskId: created.taskId, runId: created.runId, runCancelled: true });
+    expect(closed).toEqual({ kind: 'closed', taskId: created.taskId, runId: created.runId, runCancelled: true });
     expect(await task(created.taskId)).toMatchObject({ status: 'cancelled' });
     const r = await run(created.runId);
     expect(r).toMatchObject({ status: 'CANCELLED' });
     expect(r.finished_at).not.toBeNull();
-    const { rows } = await db().query('SELECT reason FROM run_events WHERE run_id = $1 AND to_status = $2', [created.runId, 'CANCELLED']);
+    const { rows } = await db().query('SELECT reason FROM run_events WHERE run_id = $1 AND to_status = $2', [
+      created.runId,
+      'CANCELLED',
+    ]);
     expect(rows).toEqual([{ reason: 'work item deleted in Plane' }]);
-    expect(await intake.close('plane', it1.externalId, 'again')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    expect(await intake.close('plane', it1.externalId, 'again')).toMatchObject({ kind: 'closed', runCancelled: false });
     await intake.open({ ...it1, title: 'After close', metadata: { updatedAt: '2027-01-01T00:00:00Z' } });
     expect(await task(created.taskId)).toMatchObject({ title: 'First title', status: 'cancelled' });
   });
@@ -142,28 +159,44 @@ describe('TaskIntakeService', () => {
     const it1 = item();
     const created = (await intake.open(it1)) as { taskId: string; runId: string };
     await db().query(`UPDATE runs SET status = 'RUNNING', attempts = 1 WHERE id = $1`, [created.runId]);
-    expect(await intake.close('plane', it1.externalId, 'deleted')).toMatchObject({ outcome: 'closed', runCancelled: false });
+    expect(await intake.close('plane', it1.externalId, 'deleted')).toMatchObject({
+      kind: 'closed',
+      runCancelled: false,
+    });
     expect(await run(created.runId)).toMatchObject({ status: 'RUNNING' });
-    expect(await intake.close('plane', randomUUID(), 'deleted')).toEqual({ outcome: 'not_found' });
-    expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ outcome: 'not_found' });
+    expect(await intake.close('plane', randomUUID(), 'deleted')).toEqual({ kind: 'not_found' });
+    expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ kind: 'not_found' });
   });
 
-  it.each([false, true])('ten concurrent opens of one item (probablyNew %s): one created, nine exists, one workspace', async (probablyNew) => {
-    const it1 = item();
-    const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1, undefined, probablyNew)));
-    const created = results.filter((r) => r.outcome === 'created') as Array<{ taskId: string; runId: string; projectId: string }>;
-    expect(created).toHaveLength(1);
-    for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
-    expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
-  });
+  it.each([false, true])(
+    'ten concurrent opens of one item (probablyNew %s): one created, nine exists, one workspace',
+    async (probablyNew) => {
+      const it1 = item();
+      const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1, undefined, probablyNew)));
+      const created = results.filter((r) => r.kind === 'created') as Array<{
+        taskId: string;
+        runId: string;
+        projectId: string;
+      }>;
+      expect(created).toHaveLength(1);
+      for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
+      expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+    },
+  );
 
   it('probablyNew on a known item (no cheap read first): still "exists", refreshed, no second run or workspace', async () => {
     const it1 = item();
     const first = (await intake.open(it1)) as { taskId: string; runId: string; projectId: string };
-    const again = await intake.open({ ...it1, title: 'Newer title', metadata: { updatedAt: '2026-11-02T10:00:00Z' } }, undefined, true);
-    expect(again).toEqual({ outcome: 'exists', taskId: first.taskId, runId: first.runId });
+    const again = await intake.open(
+      { ...it1, title: 'Newer title', metadata: { updatedAt: '2026-11-02T10:00:00Z' } },
+      undefined,
+      true,
+    );
+    expect(again).toEqual({ kind: 'exists', taskId: first.taskId, runId: first.runId });
     expect(await task(first.taskId)).toMatchObject({ title: 'Newer title' });
-    expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [first.taskId])).rows[0].n).toBe(1);
+    expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [first.taskId])).rows[0].n).toBe(
+      1,
+    );
     expect(taskDirs(first.projectId)).toEqual([first.taskId]);
   });
 
@@ -172,13 +205,18 @@ describe('TaskIntakeService', () => {
     // snapshot cannot see: they must read the project in a statement of their own.
     const project = { externalId: randomUUID(), name: `First sight ${randomUUID()}`, maxConcurrentRuns: 2 };
     const results = await Promise.all(Array.from({ length: 8 }, () => intake.open(item({ project }), undefined, true)));
-    expect(results.map((r) => r.outcome)).toEqual(Array(8).fill('created'));
-    const { rows } = await db().query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
+    expect(results.map((r) => r.kind)).toEqual(Array(8).fill('created'));
+    const { rows } = await db().query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', [
+      'plane',
+      project.externalId,
+    ]);
     expect(rows).toHaveLength(1);
     const created = results as Array<{ taskId: string; runId: string; projectId: string }>;
     for (const r of created) expect(r.projectId).toBe(rows[0].id);
     expect(taskDirs(rows[0].id)).toEqual(created.map((r) => r.taskId).sort());
-    expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [rows[0].id])).rows[0].n).toBe(8);
+    expect(
+      (await db().query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [rows[0].id])).rows[0].n,
+    ).toBe(8);
   });
 
   it('a new project whose name an unrelated project takes meanwhile: created all the same, under a distinct name', async () => {
@@ -193,15 +231,21 @@ describe('TaskIntakeService', () => {
       const opening = intake.open(item({ project }), undefined, true);
       await waitFor(
         async () =>
-          (await db().query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
-            .rows[0].n > 0,
+          (
+            await db().query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            )
+          ).rows[0].n > 0,
         10_000,
         'the intake to wait for the name',
         10,
       );
       await holder.query('COMMIT');
-      expect(await opening).toMatchObject({ outcome: 'created' });
-      const { rows } = await db().query('SELECT name FROM projects WHERE external_provider = $1 AND external_id = $2', ['plane', project.externalId]);
+      expect(await opening).toMatchObject({ kind: 'created' });
+      const { rows } = await db().query('SELECT name FROM projects WHERE external_provider = $1 AND external_id = $2', [
+        'plane',
+        project.externalId,
+      ]);
       expect(rows).toHaveLength(1);
       expect(rows[0].name.startsWith(`${name} (`)).toBe(true);
     } finally {

@@ -14,7 +14,9 @@ type Spec = Parameters<TaskLockService['runGuarded']>[1];
 const job = (id: string) => ({ id, data: {} }) as unknown as Job<unknown>;
 /** onceflow_lock_losses_total for one reason (operators alert on it). */
 const lockLosses = async (t: TestApp, reason: string) =>
-  (await t.app.get(MetricsService).lockLosses.get()).values.filter((v) => v.labels.reason === reason).reduce((n, v) => n + v.value, 0);
+  (await t.app.get(MetricsService).lockLosses.get()).values
+    .filter((v) => v.labels.reason === reason)
+    .reduce((n, v) => n + v.value, 0);
 
 /**
  * TaskLockService.runGuarded called directly (API role: no queue worker competes): what a guarded
@@ -26,7 +28,13 @@ describe('TaskLockService leases', () => {
   let guard: TaskLockService;
   let locks: LockService;
   let redis: Redis;
-  const spec = (key: string, handler: Spec['handler'], ttlMs = 3000): Spec => ({ name: 'test', concurrency: 1, ttlMs, lockKey: () => key, handler });
+  const spec = (key: string, handler: Spec['handler'], ttlMs = 3000): Spec => ({
+    name: 'test',
+    concurrency: 1,
+    ttlMs,
+    lockKey: () => key,
+    handler,
+  });
 
   beforeAll(async () => {
     t = await startApp(testEnv('lease', countFile, { APP_ROLE: 'api' }));

@@ -8,7 +8,18 @@ import { UnguardedProcessorError } from '../src/locks/processor-guard.check';
 import { TaskLockService } from '../src/locks/task-lock.service';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { MetricsService } from '../src/metrics/metrics.service';
-import { auth, closeDb, count, createProject, createRun, runStatus, startApp, TestApp, waitFor, waitForStatus } from './support/app';
+import {
+  auth,
+  closeDb,
+  count,
+  createProject,
+  createRun,
+  runStatus,
+  startApp,
+  TestApp,
+  waitFor,
+  waitForStatus,
+} from './support/app';
 import { tempDir, testConfig, testEnv, testRedisUrl } from './support/env';
 
 /** The TaskLockService interceptor really runs around the runs processor. */
@@ -47,7 +58,9 @@ describe('TaskLockService around the runs processor', () => {
     const busyBefore = before.values.find((v) => v.labels.result === 'busy')?.value ?? 0;
     expect((await t.http.post(`/api/runs/${run.id}/dispatch`).set(auth)).status).toBe(202);
     await waitFor(
-      async () => ((await t.app.get(MetricsService).lockAcquisitions.get()).values.find((v) => v.labels.result === 'busy')?.value ?? 0) > busyBefore,
+      async () =>
+        ((await t.app.get(MetricsService).lockAcquisitions.get()).values.find((v) => v.labels.result === 'busy')
+          ?.value ?? 0) > busyBefore,
       10_000,
       'a busy lock to be counted',
     );
@@ -75,7 +88,9 @@ describe('ProcessorGuardCheck in the real AppModule', () => {
   async function boot(role: string, extra: Array<new (...args: never[]) => unknown>): Promise<INestApplication> {
     const config = testConfig(testEnv('rogue', countFile, { APP_ROLE: role }));
     const root = AppModule.register(config);
-    const moduleRef = await Test.createTestingModule({ imports: [{ ...root, providers: [...(root.providers ?? []), ...extra] }] }).compile();
+    const moduleRef = await Test.createTestingModule({
+      imports: [{ ...root, providers: [...(root.providers ?? []), ...extra] }],
+    }).compile();
     return moduleRef.createNestApplication();
   }
 

@@ -19,7 +19,16 @@ function prng(seed: number): () => number {
   };
 }
 
-const PROTO_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__', 'toLocaleString'];
+const PROTO_NAMES = [
+  'constructor',
+  '__proto__',
+  'toString',
+  'hasOwnProperty',
+  'valueOf',
+  'isPrototypeOf',
+  '__defineGetter__',
+  'toLocaleString',
+];
 const DEEP = '"@@deep@@"';
 
 /** Defines, never assigns: `obj.__proto__ = x` would set a prototype instead of adding a key. */
@@ -85,7 +94,13 @@ class Fuzzer {
           entity_type: 'workitem',
           event: this.pick(['workitem.created', 'workitem.updated']),
           workspace_id: this.uuid(),
-          data: { id: item, name: 'Fuzzed item', project_id: project, created_by_id: this.uuid(), updated_at: '2026-11-02T09:00:00Z' },
+          data: {
+            id: item,
+            name: 'Fuzzed item',
+            project_id: project,
+            created_by_id: this.uuid(),
+            updated_at: '2026-11-02T09:00:00Z',
+          },
           previous_attributes: {},
         },
       };
@@ -139,7 +154,9 @@ class Fuzzer {
       const v = stack.pop()!;
       if (v === null || typeof v !== 'object') continue;
       if (Array.isArray(v)) {
-        v.forEach((x, i) => (typeof x === 'string' ? out.push({ get: () => v[i] as string, set: (s) => (v[i] = s) }) : stack.push(x)));
+        v.forEach((x, i) =>
+          typeof x === 'string' ? out.push({ get: () => v[i] as string, set: (s) => (v[i] = s) }) : stack.push(x),
+        );
         continue;
       }
       for (const k of Object.keys(v)) {
@@ -176,24 +193,56 @@ class Fuzzer {
     const fatal = this.pick<[string, () => void]>([
       [
         'proto action',
-        () => (v2 ? (body.event = this.pick([...PROTO_NAMES, ...PROTO_NAMES.map((p) => `workitem.${p}`)])) : (body.action = this.pick(PROTO_NAMES))),
+        () =>
+          v2
+            ? (body.event = this.pick([...PROTO_NAMES, ...PROTO_NAMES.map((p) => `workitem.${p}`)]))
+            : (body.action = this.pick(PROTO_NAMES)),
       ],
-      ['unknown event', () => (body.event = this.pick([...PROTO_NAMES, 'cycle', 'issue_comment', 'project', `x${this.int(1e6)}`]))],
+      [
+        'unknown event',
+        () => (body.event = this.pick([...PROTO_NAMES, 'cycle', 'issue_comment', 'project', `x${this.int(1e6)}`])),
+      ],
       ['NUL', () => this.inject(body, '\u0000')],
       ['lone surrogate', () => this.inject(body, this.pick(['\ud800', '\udfff', '\udbff', '\udc00']))],
       ['deep nesting', () => (data.deep = '@@deep@@')],
-      ['bad data.id', () => ((data.id = this.pick<Json>([null, 42, [], {}, '', 'None', 'i'.repeat(300), { id: null }])), delete body.entity_id)],
-      ['bad event', () => (this.int(2) ? delete body.event : (body.event = this.pick<Json>([null, 7, [], {}, '', 'None', 'e'.repeat(300)])))],
+      [
+        'bad data.id',
+        () => (
+          (data.id = this.pick<Json>([null, 42, [], {}, '', 'None', 'i'.repeat(300), { id: null }])),
+          delete body.entity_id
+        ),
+      ],
+      [
+        'bad event',
+        () =>
+          this.int(2)
+            ? delete body.event
+            : (body.event = this.pick<Json>([null, 7, [], {}, '', 'None', 'e'.repeat(300)])),
+      ],
       [
         'bad action',
-        () => (v2 ? delete body.event_id : this.int(2) ? delete body.action : (body.action = this.pick<Json>([null, 1, ['created'], {}, '']))),
+        () =>
+          v2
+            ? delete body.event_id
+            : this.int(2)
+              ? delete body.action
+              : (body.action = this.pick<Json>([null, 1, ['created'], {}, ''])),
       ],
       ['bad data', () => (body.data = this.pick<Json>([null, 'data', [data], 3, true]))],
       ['no project', () => (v2 ? delete data.project_id : delete data.project)],
-      ['bad event_id', () => ((body.version = 'v2'), (body.event_id = this.pick<Json>([null, { id: 'e' }, 5, ['e'], '', 'None'])))],
+      [
+        'bad event_id',
+        () => ((body.version = 'v2'), (body.event_id = this.pick<Json>([null, { id: 'e' }, 5, ['e'], '', 'None']))),
+      ],
       ['not an object', () => (text = this.pick(['[]', '[{"event": "issue"}]', '42', '"issue"', 'null', 'true']))],
       ['broken JSON', () => (text = this.brokenJson(body))],
-      ['not JSON', () => (this.int(4) ? (text = this.pick(['hello', '<xml/>', 'event=issue&action=created'])) : (bytes = randomBytes(64)))],
+      [
+        'not JSON',
+        () =>
+          this.int(4)
+            ? (text = this.pick(['hello', '<xml/>', 'event=issue&action=created']))
+            : (bytes = randomBytes(64)),
+      ],
       ['empty', () => (text = '')],
       [
         'wrong content type',
@@ -210,14 +259,18 @@ class Fuzzer {
       // JSON.parse keeps the last of two equal keys.
       [
         'duplicate key',
-        () => (text = `${pythonJsonDumps(body).slice(0, -1)}, "action": "${this.pick(PROTO_NAMES)}", "event": "${v2 ? 'constructor' : 'issue'}"}`),
+        () =>
+          (text = `${pythonJsonDumps(body).slice(0, -1)}, "action": "${this.pick(PROTO_NAMES)}", "event": "${v2 ? 'constructor' : 'issue'}"}`),
       ],
     ]);
     fatal[1]();
     let raw = text ?? pythonJsonDumps(body);
     if (fatal[0] === 'deep nesting') {
       const depth = 129 + this.int(this.int(2) ? 200 : 200_000);
-      raw = raw.replace(DEEP, this.int(2) ? '['.repeat(depth) + ']'.repeat(depth) : '{"a": '.repeat(depth) + '1' + '}'.repeat(depth));
+      raw = raw.replace(
+        DEEP,
+        this.int(2) ? '['.repeat(depth) + ']'.repeat(depth) : '{"a": '.repeat(depth) + '1' + '}'.repeat(depth),
+      );
     }
     return { name: `#${i} ${fatal[0]}${v2 ? ' (v2)' : ''}`, body: bytes ?? Buffer.from(raw, 'utf8'), contentType };
   }
@@ -289,7 +342,9 @@ describe('Plane intake fuzz: malformed bodies, signed and unsigned', () => {
       `SELECT status, reason, count(*)::int AS n FROM webhook_deliveries WHERE received_at >= $1 GROUP BY status, reason ORDER BY status, reason`,
       [started[0].at],
     );
-    const { rows: tasks } = await db().query(`SELECT count(*)::int AS n FROM tasks WHERE external_id = ANY($1)`, [fuzz.ids]);
+    const { rows: tasks } = await db().query(`SELECT count(*)::int AS n FROM tasks WHERE external_id = ANY($1)`, [
+      fuzz.ids,
+    ]);
     const report = `FUZZ_SEED=${seed} FUZZ_CASES=${CASES} answers ${JSON.stringify(Object.fromEntries(answers))} stored ${JSON.stringify(stored)}`;
     expect({ report, problems: problems.slice(0, 20) }).toEqual({ report, problems: [] });
     expect({ report, totals: after.rows[0] }).toEqual({ report, totals: before.rows[0] });

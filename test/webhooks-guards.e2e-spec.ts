@@ -2,7 +2,17 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { auth, closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
-import { BOT_ACTOR, deliver, newWorkItem, PLANE_SECRET, PLANE_SECRET_2, pythonJsonDumps, sign, v1Body, v2Body } from './support/plane';
+import {
+  BOT_ACTOR,
+  deliver,
+  newWorkItem,
+  PLANE_SECRET,
+  PLANE_SECRET_2,
+  pythonJsonDumps,
+  sign,
+  v1Body,
+  v2Body,
+} from './support/plane';
 
 /** Row totals: a rejected delivery must leave every one of them unchanged. */
 async function totals(): Promise<Record<string, number>> {
@@ -14,7 +24,10 @@ async function totals(): Promise<Record<string, number>> {
 }
 
 async function tasksFor(workItemId: string): Promise<number> {
-  const { rows } = await db().query(`SELECT count(*)::int AS n FROM tasks WHERE external_provider = 'plane' AND external_id = $1`, [workItemId]);
+  const { rows } = await db().query(
+    `SELECT count(*)::int AS n FROM tasks WHERE external_provider = 'plane' AND external_id = $1`,
+    [workItemId],
+  );
   return rows[0].n;
 }
 
@@ -41,11 +54,16 @@ describe('Plane webhook guards', () => {
     const value = { event: 'issue', data: { name: 'Zoë “q” — 😀', n: 42, l: [1, null, true], o: {} } };
     let python: string;
     try {
-      python = execFileSync('python3', ['-c', 'import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))'], {
-        input: JSON.stringify(value),
-      }).toString();
+      python = execFileSync(
+        'python3',
+        ['-c', 'import json,sys; sys.stdout.write(json.dumps(json.loads(sys.stdin.read())))'],
+        {
+          input: JSON.stringify(value),
+        },
+      ).toString();
     } catch {
-      python = '{"event": "issue", "data": {"name": "Zo\\u00eb \\u201cq\\u201d \\u2014 \\ud83d\\ude00", "n": 42, "l": [1, null, true], "o": {}}}';
+      python =
+        '{"event": "issue", "data": {"name": "Zo\\u00eb \\u201cq\\u201d \\u2014 \\ud83d\\ude00", "n": 42, "l": [1, null, true], "o": {}}}';
     }
     expect(pythonJsonDumps(value)).toBe(python);
   });
@@ -84,10 +102,22 @@ describe('Plane webhook guards', () => {
       ['missing data.id', () => deliver(t, body.replace(`"id": "${item.id}", "name"`, '"name"')), 400],
       ['data.id "None"', () => deliver(t, body.replace(`"id": "${item.id}", "name"`, '"id": "None", "name"')), 400],
       ['a created item without project', () => deliver(t, body.replace(`"project": "${item.project}", `, '')), 400],
-      ['v2 without event_id', () => deliver(t, v2Body(item, 'workitem.created').replace(/"event_id": "[^"]+", /, '')), 400],
+      [
+        'v2 without event_id',
+        () => deliver(t, v2Body(item, 'workitem.created').replace(/"event_id": "[^"]+", /, '')),
+        400,
+      ],
       [
         'a 2 MiB body',
-        () => deliver(t, pythonJsonDumps({ event: 'issue', action: 'created', data: { id: item.id, pad: 'x'.repeat(2 * 1024 * 1024) } })),
+        () =>
+          deliver(
+            t,
+            pythonJsonDumps({
+              event: 'issue',
+              action: 'created',
+              data: { id: item.id, pad: 'x'.repeat(2 * 1024 * 1024) },
+            }),
+          ),
         413,
       ],
     ];
@@ -105,7 +135,11 @@ describe('Plane webhook guards', () => {
       const before = await totals();
       const empty = await t.http.post('/webhooks/plane').set('X-Plane-Signature', sign(''));
       expect(empty.status).toBe(400);
-      const text = await t.http.post('/webhooks/plane').set('Content-Type', 'text/plain').set('X-Plane-Signature', good).send(body);
+      const text = await t.http
+        .post('/webhooks/plane')
+        .set('Content-Type', 'text/plain')
+        .set('X-Plane-Signature', good)
+        .send(body);
       expect(text.status).toBe(400);
       expect(await totals()).toEqual(before);
     });
@@ -129,9 +163,10 @@ describe('Plane webhook guards', () => {
     expect(v2.status).toBe(202);
     expect(v2.body).toMatchObject({ status: 'ignored', reason: 'self_actor' });
     expect(await tasksFor(item.id)).toBe(0);
-    const { rows } = await db().query('SELECT status, reason, actor_id FROM webhook_deliveries WHERE id = ANY($1) ORDER BY received_at', [
-      [v1.body.deliveryId, v2.body.deliveryId],
-    ]);
+    const { rows } = await db().query(
+      'SELECT status, reason, actor_id FROM webhook_deliveries WHERE id = ANY($1) ORDER BY received_at',
+      [[v1.body.deliveryId, v2.body.deliveryId]],
+    );
     expect(rows).toEqual([
       { status: 'ignored', reason: 'self_actor', actor_id: BOT_ACTOR },
       { status: 'ignored', reason: 'self_actor', actor_id: BOT_ACTOR },
@@ -159,7 +194,9 @@ describe('Plane webhook guards', () => {
     expect(await tasksFor(item.id)).toBe(0);
     const list = await t.http.get('/api/webhook-deliveries').query({ provider: 'plane', status: 'ignored' }).set(auth);
     expect(list.status).toBe(200);
-    expect(list.body.items.map((d: { id: string }) => d.id)).toEqual(expect.arrayContaining([res.body.deliveryId, unknownDelete.body.deliveryId]));
+    expect(list.body.items.map((d: { id: string }) => d.id)).toEqual(
+      expect.arrayContaining([res.body.deliveryId, unknownDelete.body.deliveryId]),
+    );
     expect(list.body.items.every((d: { status: string }) => d.status === 'ignored')).toBe(true);
   });
 
@@ -167,7 +204,9 @@ describe('Plane webhook guards', () => {
     expect((await t.http.get('/api/webhook-deliveries')).status).toBe(401);
     expect((await t.http.get('/api/tasks')).status).toBe(401);
     expect((await t.http.post('/api/webhook-deliveries/00000000-0000-4000-8000-000000000000/replay')).status).toBe(401);
-    expect((await t.http.post('/api/webhook-deliveries/00000000-0000-4000-8000-000000000000/replay').set(auth)).status).toBe(404);
+    expect(
+      (await t.http.post('/api/webhook-deliveries/00000000-0000-4000-8000-000000000000/replay').set(auth)).status,
+    ).toBe(404);
     expect((await t.http.get('/api/webhook-deliveries').query({ status: 'bogus' }).set(auth)).status).toBe(400);
   });
 });
@@ -191,7 +230,9 @@ describe('Plane webhook configuration', () => {
   });
 
   it('refuses a secret once it is removed from the list', async () => {
-    const t = await startApp(testEnv('wh-rotated', countFile, { APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET_2 }));
+    const t = await startApp(
+      testEnv('wh-rotated', countFile, { APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET_2 }),
+    );
     try {
       const item = newWorkItem();
       const before = await totals();
@@ -205,7 +246,9 @@ describe('Plane webhook configuration', () => {
   });
 
   it('serves no webhook route in a worker-only process', async () => {
-    const t = await startApp(testEnv('wh-worker', countFile, { APP_ROLE: 'worker', PLANE_WEBHOOK_SECRETS: PLANE_SECRET }));
+    const t = await startApp(
+      testEnv('wh-worker', countFile, { APP_ROLE: 'worker', PLANE_WEBHOOK_SECRETS: PLANE_SECRET }),
+    );
     try {
       expect((await deliver(t, v1Body(newWorkItem(), 'created'))).status).toBe(404);
     } finally {

@@ -22,7 +22,10 @@ describe('Plane intake idempotency', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    env = testEnv('wh-idem', countFile, { PLANE_WEBHOOK_SECRETS: PLANE_SECRET, PLANE_PROJECT_MAX_CONCURRENT_RUNS: '4' });
+    env = testEnv('wh-idem', countFile, {
+      PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
+      PLANE_PROJECT_MAX_CONCURRENT_RUNS: '4',
+    });
     t = await startApp(env);
   });
   afterAll(async () => {
@@ -36,7 +39,9 @@ describe('Plane intake idempotency', () => {
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.runs[0].kind).toBe('authoring');
-    expect(state.workspaces).toEqual([join(t.config.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id)]);
+    expect(state.workspaces).toEqual([
+      join(t.config.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id),
+    ]);
     expect(await projectRuns(state.tasks[0].project_id)).toBe(1);
     await waitForStatus([state.runs[0].id], ['SUCCESS'], 30_000);
     expect(count(countFile, 'start', state.runs[0].id)).toBe(1);
@@ -53,7 +58,8 @@ describe('Plane intake idempotency', () => {
     const duplicates = answers.filter((a) => a.status === 200);
     expect(accepted.map((a) => a.body.status)).toEqual(['accepted']);
     expect(duplicates).toHaveLength(19);
-    for (const d of duplicates) expect(d.body).toEqual({ status: 'duplicate', deliveryId: accepted[0].body.deliveryId });
+    for (const d of duplicates)
+      expect(d.body).toEqual({ status: 'duplicate', deliveryId: accepted[0].body.deliveryId });
 
     const { taskId, runId } = await expectExactlyOnce(item);
     const { rows } = await db().query('SELECT * FROM webhook_deliveries WHERE work_item_id = $1', [item.id]);
@@ -73,7 +79,14 @@ describe('Plane intake idempotency', () => {
 
     const task = await t.http.get(`/api/tasks/${taskId}`).set(auth);
     expect(task.status).toBe(200);
-    expect(task.body).toMatchObject({ id: taskId, externalProvider: 'plane', externalId: item.id, runId, status: 'open', title: item.name });
+    expect(task.body).toMatchObject({
+      id: taskId,
+      externalProvider: 'plane',
+      externalId: item.id,
+      runId,
+      status: 'open',
+      title: item.name,
+    });
     expect(task.body.metadata).toMatchObject({ workspaceId: item.workspace, projectId: item.project });
   });
 
@@ -91,7 +104,9 @@ describe('Plane intake idempotency', () => {
 
     expect(answers.filter((a) => a.status === 202).map((a) => a.body.status)).toEqual(['accepted']);
     const rest = answers.filter((a) => a.status !== 202);
-    expect(rest.every((a) => a.status === 200 && a.body.status === 'duplicate' && a.body.reason === 'task_exists')).toBe(true);
+    expect(
+      rest.every((a) => a.status === 200 && a.body.status === 'duplicate' && a.body.reason === 'task_exists'),
+    ).toBe(true);
     expect(new Set(answers.map((a) => a.body.deliveryId)).size).toBe(answers.length);
     await expectExactlyOnce(item);
     // Out-of-order data never wins: the title follows the newest updated_at whatever the order.
@@ -126,13 +141,22 @@ describe('Plane intake idempotency', () => {
     expect(first.status).toBe(202);
     const { runId } = await expectExactlyOnce(item);
 
-    const replays = await Promise.all([1, 2, 3].map(() => t.http.post(`/api/webhook-deliveries/${first.body.deliveryId}/replay`).set(auth)));
+    const replays = await Promise.all(
+      [1, 2, 3].map(() => t.http.post(`/api/webhook-deliveries/${first.body.deliveryId}/replay`).set(auth)),
+    );
     for (const r of replays) {
       expect(r.status).toBe(202);
-      expect(r.body).toMatchObject({ deliveryId: first.body.deliveryId, status: 'duplicate', reason: 'task_exists', runId });
+      expect(r.body).toMatchObject({
+        deliveryId: first.body.deliveryId,
+        status: 'duplicate',
+        reason: 'task_exists',
+        runId,
+      });
     }
     await expectExactlyOnce(item);
-    const { rows } = await db().query('SELECT status, reason, process_attempts FROM webhook_deliveries WHERE id = $1', [first.body.deliveryId]);
+    const { rows } = await db().query('SELECT status, reason, process_attempts FROM webhook_deliveries WHERE id = $1', [
+      first.body.deliveryId,
+    ]);
     expect(rows[0]).toEqual({ status: 'processed', reason: 'task_created', process_attempts: 4 });
   });
 
@@ -151,11 +175,16 @@ describe('Plane intake idempotency', () => {
     expect(fresh.body).toEqual({ status: 'duplicate', deliveryId: rows[0].id });
     expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
 
-    await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [rows[0].id]);
+    await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [
+      rows[0].id,
+    ]);
     const retries = await Promise.all([1, 2, 3].map(() => deliver(t, body)));
     for (const r of retries) expect(r.body).toEqual({ status: 'duplicate', deliveryId: rows[0].id });
     await expectExactlyOnce(item);
-    const { rows: after } = await db().query('SELECT status, duplicate_count, process_attempts FROM webhook_deliveries WHERE id = $1', [rows[0].id]);
+    const { rows: after } = await db().query(
+      'SELECT status, duplicate_count, process_attempts FROM webhook_deliveries WHERE id = $1',
+      [rows[0].id],
+    );
     expect(after[0]).toEqual({ status: 'processed', duplicate_count: 4, process_attempts: 1 });
   });
 });

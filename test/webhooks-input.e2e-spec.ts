@@ -41,27 +41,41 @@ describe('Plane intake: signed but unusual input', () => {
     ['a NUL in the title', (i: WorkItem) => createdWith(i, { name: 'Add\u0000health' }), 'unstorable_nul_character'],
     ['a NUL in a key', (i: WorkItem) => createdWith(i, { labels: { 'l\u0000': 1 } }), 'unstorable_nul_character'],
     ['a NUL in the work item id', (i: WorkItem) => createdWith(i, { id: `${i.id}\u0000` }), 'unstorable_nul_character'],
-    ['a lone surrogate in the description', (i: WorkItem) => createdWith(i, { description_stripped: 'x\ud800y' }), 'unstorable_lone_surrogate'],
-    ['a NUL in a v2 event_id', (i: WorkItem) => v2Body(i, 'workitem.created', { eventId: `ev\u0000${i.id}` }), 'unstorable_nul_character'],
-  ])('%s: 202 ignored with the reason, stored cleaned, never a task (a replay neither)', async (_name, body, reason) => {
-    const item = newWorkItem();
-    const raw = body(item);
-    const before = await totals();
-    const res = await deliver(t, raw);
-    expect(res.status).toBe(202);
-    expect(res.body).toEqual({ status: 'ignored', reason, deliveryId: expect.any(String) });
-    const { rows } = await db().query('SELECT status, reason, payload::text AS payload FROM webhook_deliveries WHERE id = $1', [res.body.deliveryId]);
-    expect(rows[0]).toMatchObject({ status: 'ignored', reason });
-    expect(rows[0].payload).toContain('\ufffd');
-    // A retry of the same bytes is a duplicate like any other.
-    const retry = await deliver(t, raw);
-    expect(retry.status).toBe(200);
-    expect(retry.body).toMatchObject({ status: 'duplicate', deliveryId: res.body.deliveryId });
-    const replay = await t.http.post(`/api/webhook-deliveries/${res.body.deliveryId}/replay`).set(auth);
-    expect(replay.status).toBe(202);
-    expect(replay.body).toMatchObject({ status: 'ignored', reason });
-    expect(await totals()).toEqual({ ...before, deliveries: before.deliveries + 1 });
-  });
+    [
+      'a lone surrogate in the description',
+      (i: WorkItem) => createdWith(i, { description_stripped: 'x\ud800y' }),
+      'unstorable_lone_surrogate',
+    ],
+    [
+      'a NUL in a v2 event_id',
+      (i: WorkItem) => v2Body(i, 'workitem.created', { eventId: `ev\u0000${i.id}` }),
+      'unstorable_nul_character',
+    ],
+  ])(
+    '%s: 202 ignored with the reason, stored cleaned, never a task (a replay neither)',
+    async (_name, body, reason) => {
+      const item = newWorkItem();
+      const raw = body(item);
+      const before = await totals();
+      const res = await deliver(t, raw);
+      expect(res.status).toBe(202);
+      expect(res.body).toEqual({ status: 'ignored', reason, deliveryId: expect.any(String) });
+      const { rows } = await db().query(
+        'SELECT status, reason, payload::text AS payload FROM webhook_deliveries WHERE id = $1',
+        [res.body.deliveryId],
+      );
+      expect(rows[0]).toMatchObject({ status: 'ignored', reason });
+      expect(rows[0].payload).toContain('\ufffd');
+      // A retry of the same bytes is a duplicate like any other.
+      const retry = await deliver(t, raw);
+      expect(retry.status).toBe(200);
+      expect(retry.body).toMatchObject({ status: 'duplicate', deliveryId: res.body.deliveryId });
+      const replay = await t.http.post(`/api/webhook-deliveries/${res.body.deliveryId}/replay`).set(auth);
+      expect(replay.status).toBe(202);
+      expect(replay.body).toMatchObject({ status: 'ignored', reason });
+      expect(await totals()).toEqual({ ...before, deliveries: before.deliveries + 1 });
+    },
+  );
 
   it('absurd nesting is a 400 before anything is parsed or stored; nesting within the limit is fine', async () => {
     const before = await totals();
@@ -139,6 +153,8 @@ describe('Plane intake: signed but unusual input', () => {
       [item.id],
     );
     expect(rows).toHaveLength(1);
-    expect(rows[0].requirement.length).toBeLessThanOrEqual(item.name.length + 2 + MAX_DESCRIPTION_CHARS + TRUNCATED.length);
+    expect(rows[0].requirement.length).toBeLessThanOrEqual(
+      item.name.length + 2 + MAX_DESCRIPTION_CHARS + TRUNCATED.length,
+    );
   });
 });

@@ -40,7 +40,9 @@ describe('Plane work-item lifecycle', () => {
     expect(task.body.items).toEqual([
       expect.objectContaining({ id: taskId, status: 'cancelled', runId, runStatus: 'CANCELLED', externalId: item.id }),
     ]);
-    const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE id = $1', [del.body.deliveryId]);
+    const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE id = $1', [
+      del.body.deliveryId,
+    ]);
     expect(rows[0]).toEqual({ status: 'processed', reason: 'task_cancelled_run_cancelled' });
 
     const late = await deliver(t, v1Body(item, 'updated', { field: 'name', updatedAt: '2026-11-03T00:00:00Z' }));
@@ -86,7 +88,13 @@ describe('Plane work-item lifecycle', () => {
   it('a processing failure is recorded and answered 202 (never a 5xx); a replay then creates the task once', async () => {
     const notADir = join(tempDir('wh-broken'), 'file');
     writeFileSync(notADir, 'workspaces cannot be made under a file');
-    const broken = await startApp(testEnv('wh-broken', countFile, { APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET, WORKSPACE_ROOT: notADir }));
+    const broken = await startApp(
+      testEnv('wh-broken', countFile, {
+        APP_ROLE: 'api',
+        PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
+        WORKSPACE_ROOT: notADir,
+      }),
+    );
     const item = newWorkItem();
     let deliveryId: string;
     try {
@@ -98,13 +106,19 @@ describe('Plane work-item lifecycle', () => {
       await broken.close();
     }
     // The task transaction rolled back whole: no project, task or run.
-    const { rows: projects } = await db().query(`SELECT count(*)::int AS n FROM projects WHERE external_id = $1`, [item.project]);
+    const { rows: projects } = await db().query(`SELECT count(*)::int AS n FROM projects WHERE external_id = $1`, [
+      item.project,
+    ]);
     expect(projects[0].n).toBe(0);
     expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
     const failed = await t.http.get('/api/webhook-deliveries').query({ provider: 'plane', status: 'failed' }).set(auth);
     expect(failed.body.items).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ id: deliveryId, reason: 'processing_failed', error: expect.stringMatching(/ENOTDIR|not a directory/) }),
+        expect.objectContaining({
+          id: deliveryId,
+          reason: 'processing_failed',
+          error: expect.stringMatching(/ENOTDIR|not a directory/),
+        }),
       ]),
     );
 
@@ -117,7 +131,9 @@ describe('Plane work-item lifecycle', () => {
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.workspaces).toHaveLength(1);
-    const { rows } = await db().query('SELECT status, error, process_attempts FROM webhook_deliveries WHERE id = $1', [deliveryId]);
+    const { rows } = await db().query('SELECT status, error, process_attempts FROM webhook_deliveries WHERE id = $1', [
+      deliveryId,
+    ]);
     expect(rows[0]).toEqual({ status: 'processed', error: null, process_attempts: 3 });
   });
 

@@ -39,10 +39,14 @@ describe('retries of settled deliveries', () => {
     pg.cut();
     const retries = [];
     for (let i = 0; i < 5; i++) retries.push(await deliver(t, body));
-    expect(retries.map((r) => [r.status, r.body])).toEqual(Array(5).fill([200, { status: 'duplicate', deliveryId: id }]));
+    expect(retries.map((r) => [r.status, r.body])).toEqual(
+      Array(5).fill([200, { status: 'duplicate', deliveryId: id }]),
+    );
     pg.restore();
     await waitFor(
-      async () => (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE id = $1', [id])).rows[0].duplicate_count === 5,
+      async () =>
+        (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE id = $1', [id])).rows[0]
+          .duplicate_count === 5,
       15_000,
       'the five retries to be counted on the row',
     );

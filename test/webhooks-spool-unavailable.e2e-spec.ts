@@ -38,7 +38,8 @@ describe('Plane deliveries when Postgres hangs, and when Redis is gone too', () 
   });
 
   const rowsFor = async (item: WorkItem) =>
-    (await db().query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE work_item_id = $1', [item.id])).rows[0].n;
+    (await db().query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE work_item_id = $1', [item.id])).rows[0]
+      .n;
 
   it('a Postgres that accepts no connection (a black hole) is given up on within a few seconds: spooled', async () => {
     const item = newWorkItem();
@@ -47,8 +48,16 @@ describe('Plane deliveries when Postgres hangs, and when Redis is gone too', () 
     const res = await deliver(t, v1Body(item, 'created'));
     const ms = performance.now() - at;
     pg.restore();
-    expect({ status: res.status, body: res.body, fast: ms < ANSWER_WITHIN_MS }).toEqual({ status: 202, body: SPOOLED, fast: true });
-    await waitFor(async () => (await workItemState(item.id, t.config.workspaceRoot)).tasks.length === 1, 30_000, 'the spooled item to become a task');
+    expect({ status: res.status, body: res.body, fast: ms < ANSWER_WITHIN_MS }).toEqual({
+      status: 202,
+      body: SPOOLED,
+      fast: true,
+    });
+    await waitFor(
+      async () => (await workItemState(item.id, t.config.workspaceRoot)).tasks.length === 1,
+      30_000,
+      'the spooled item to become a task',
+    );
   });
 
   it('answers 503 only when the spool cannot take the delivery either, and stores nothing', async () => {
@@ -60,11 +69,17 @@ describe('Plane deliveries when Postgres hangs, and when Redis is gone too', () 
     const ms = performance.now() - at;
     expect({ status: res.status, fast: ms < ANSWER_WITHIN_MS }).toEqual({ status: 503, fast: true });
     expect(res.body).toMatchObject({ statusCode: 503, message: expect.stringMatching(/spool/) });
-    const refused = (await t.app.get(MetricsService).spool.get()).values.find((v) => v.labels.outcome === 'refused')?.value;
+    const refused = (await t.app.get(MetricsService).spool.get()).values.find(
+      (v) => v.labels.outcome === 'refused',
+    )?.value;
     expect(refused).toBe(1);
     pg.restore();
     rd.restore();
-    await waitFor(async () => (await t.http.get('/health/ready')).status === 200, 30_000, 'Postgres and Redis to be back');
+    await waitFor(
+      async () => (await t.http.get('/health/ready')).status === 200,
+      30_000,
+      'Postgres and Redis to be back',
+    );
     expect(await rowsFor(item)).toBe(0);
     expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
   });

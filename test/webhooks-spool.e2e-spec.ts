@@ -35,7 +35,10 @@ describe('Plane deliveries while Postgres is unreachable', () => {
 
   beforeAll(async () => {
     await pg.start();
-    const env = testEnv('wh-spool', countFile, { PLANE_WEBHOOK_SECRETS: PLANE_SECRET, DATABASE_URL: pg.url(testDatabaseUrl()) });
+    const env = testEnv('wh-spool', countFile, {
+      PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
+      DATABASE_URL: pg.url(testDatabaseUrl()),
+    });
     prefix = env.REDIS_PREFIX;
     a = await startApp(env);
     b = await startApp({ ...env, APP_ROLE: 'api' });
@@ -64,12 +67,17 @@ describe('Plane deliveries while Postgres is unreachable', () => {
       }),
     );
     for (const ans of answers)
-      expect({ status: ans.status, body: ans.body, fast: ans.ms < ANSWER_WITHIN_MS }).toEqual({ status: 202, body: SPOOLED, fast: true });
+      expect({ status: ans.status, body: ans.body, fast: ans.ms < ANSWER_WITHIN_MS }).toEqual({
+        status: 202,
+        body: SPOOLED,
+        fast: true,
+      });
   }
 
   const metric = async (outcome: string) => {
     let n = 0;
-    for (const app of [a, b]) n += (await app.app.get(MetricsService).spool.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+    for (const app of [a, b])
+      n += (await app.app.get(MetricsService).spool.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
     return n;
   };
 
@@ -77,7 +85,11 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     const locks = a.app.get<LockService>(LOCK_SERVICE);
     let handle = await locks.acquire(SPOOL_LOCK_KEY, ttlMs);
     // A drainer may hold it for a moment (a poll finding the spool empty takes no lock, a drain does).
-    await waitFor(async () => (handle ??= await locks.acquire(SPOOL_LOCK_KEY, ttlMs)) !== null, 20_000, 'the drain lock');
+    await waitFor(
+      async () => (handle ??= await locks.acquire(SPOOL_LOCK_KEY, ttlMs)) !== null,
+      20_000,
+      'the drain lock',
+    );
     return { release: async () => void (await locks.release(handle!)) };
   }
 
@@ -107,7 +119,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     const bodies: Array<[TestApp, string]> = [];
     const copies = new Map<string, number>();
     items.forEach((item, n) => {
-      const created = v2Ids.has(item.id) ? v2Body(item, 'workitem.created', { eventId: v2Ids.get(item.id) }) : v1Body(item, 'created');
+      const created = v2Ids.has(item.id)
+        ? v2Body(item, 'workitem.created', { eventId: v2Ids.get(item.id) })
+        : v1Body(item, 'created');
       const updated = v1Body(item, 'updated', { field: 'name', updatedAt: '2026-11-02T09:05:00.000000Z' });
       // Plane's identical duplicates: the same bytes three times, to both replicas.
       for (const [i, body] of [created, created, created, updated].entries()) {
@@ -124,7 +138,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     await spooledDeliveries([[b, v1Body(createdThenDeleted, 'deleted')]]);
     expect(await spoolLength()).toBe(bodies.length + 2);
     expect(await metric('spooled')).toBe(bodies.length + 2);
-    const depths = await Promise.all([a, b].map(async (app) => (await app.app.get(MetricsService).spoolDepth.get()).values[0]?.value ?? 0));
+    const depths = await Promise.all(
+      [a, b].map(async (app) => (await app.app.get(MetricsService).spoolDepth.get()).values[0]?.value ?? 0),
+    );
     expect(Math.max(...depths)).toBe(bodies.length + 2);
     pg.restore();
 
@@ -147,9 +163,10 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     // Each distinct body recorded once; its copies counted as duplicates, none processed twice.
     for (const [body, n] of copies) {
       const v2 = JSON.parse(body).event_id as string | undefined;
-      const { rows } = await db().query('SELECT status, duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [
-        v2 ? `event:${v2}` : dedupeKey(body),
-      ]);
+      const { rows } = await db().query(
+        'SELECT status, duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1',
+        [v2 ? `event:${v2}` : dedupeKey(body)],
+      );
       expect(rows).toEqual([{ status: expect.stringMatching(/^(processed|duplicate)$/), duplicate_count: n - 1 }]);
     }
     expect(await metric('drained')).toBe(bodies.length + 2);
@@ -173,7 +190,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect((await workItemState(spooledItem.id, a.config.workspaceRoot)).tasks).toHaveLength(0);
     await lock.release();
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    expect((await workItemState(spooledItem.id, a.config.workspaceRoot)).tasks.map((t) => t.status)).toEqual(['cancelled']);
+    expect((await workItemState(spooledItem.id, a.config.workspaceRoot)).tasks.map((t) => t.status)).toEqual([
+      'cancelled',
+    ]);
   });
 
   it('an entry whose processing loses Postgres midway stays in the spool and is processed once when it is back', async () => {
@@ -189,7 +208,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
       await lock.release();
       await waitFor(
         async () => {
-          const { rows } = await db().query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
+          const { rows } = await db().query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE dedupe_key = $1', [
+            dedupeKey(body),
+          ]);
           return (await tasks.waiting()) && rows[0].n === 1;
         },
         20_000,
@@ -208,7 +229,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect(state.workspaces).toHaveLength(1);
     await waitFor(() => count(countFile, 'done', state.runs[0].id) === 1, 30_000, 'the run to be executed');
     expect(count(countFile, 'start', state.runs[0].id)).toBe(1);
-    const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
+    const { rows } = await db().query('SELECT status, reason FROM webhook_deliveries WHERE dedupe_key = $1', [
+      dedupeKey(body),
+    ]);
     expect(rows).toEqual([{ status: 'processed', reason: 'task_created' }]);
   });
 
@@ -234,7 +257,9 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     // Finished from the row it had (no second record: Plane sent it once, so no duplicate is counted).
-    const { rows } = await db().query('SELECT status, duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);
+    const { rows } = await db().query('SELECT status, duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [
+      dedupeKey(body),
+    ]);
     expect(rows).toEqual([{ status: 'processed', duplicate_count: 0 }]);
   });
 

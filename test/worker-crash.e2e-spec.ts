@@ -106,7 +106,10 @@ describe('worker crashes and freezes', () => {
     expect(done[0].token).toBe(takeover.token);
     const { rows } = await db().query(`SELECT fencing_token, status FROM runs WHERE id = $1`, [run.id]);
     expect(Number(rows[0].fencing_token)).toBe(takeover.token);
-    const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{ to: string; fencingToken: number }>;
+    const events = (await api.http.get(`/api/runs/${run.id}/events`).set(auth)).body.items as Array<{
+      to: string;
+      fencingToken: number;
+    }>;
     // Nothing was written with the stale token after the takeover's claim.
     const takeoverIdx = events.findIndex((e) => e.to === 'RUNNING' && e.fencingToken === takeover.token);
     expect(events.slice(takeoverIdx).every((e) => e.fencingToken === takeover.token)).toBe(true);
@@ -125,7 +128,11 @@ describe('worker crashes and freezes', () => {
     ]);
     await waitForStatus([run.id], ['SUCCESS'], 20_000);
     await waitFor(
-      async () => (await queue.getJobCounts()).delayed + (await queue.getJobCounts()).active + (await queue.getJobCounts()).waiting === 0,
+      async () =>
+        (await queue.getJobCounts()).delayed +
+          (await queue.getJobCounts()).active +
+          (await queue.getJobCounts()).waiting ===
+        0,
       20_000,
       'the duplicate jobs to be settled',
     );

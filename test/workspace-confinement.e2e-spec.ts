@@ -64,7 +64,11 @@ describe('POST /api/projects: workspacePath confinement', () => {
     ['the service home', () => process.cwd(), /must resolve inside WORKSPACE_ROOT/],
     ['WORKSPACE_ROOT itself', () => root, /not WORKSPACE_ROOT itself/],
     ['a .. escape', () => `${root}/a/../../escaped`, /must resolve inside WORKSPACE_ROOT/],
-    ['a symlink inside the root that points outside', () => join(root, 'link-out'), /must resolve inside WORKSPACE_ROOT/],
+    [
+      'a symlink inside the root that points outside',
+      () => join(root, 'link-out'),
+      /must resolve inside WORKSPACE_ROOT/,
+    ],
     ['a new directory below that symlink', () => join(root, 'link-out', 'new'), /must resolve inside WORKSPACE_ROOT/],
     ['a relative path', () => 'workspaces/x', /absolute path/],
     ['a path holding a NUL character', () => `${root}/x\u0000y`, /absolute path/],

@@ -96,7 +96,9 @@ export class AppProcess {
       }),
     );
     // 'close' comes after the last output: only then is the log complete.
-    child.once('close', (code, signal) => log.end(`--- ${new Date().toISOString()} exit ${this.label} code=${code} signal=${signal}\n`));
+    child.once('close', (code, signal) =>
+      log.end(`--- ${new Date().toISOString()} exit ${this.label} code=${code} signal=${signal}\n`),
+    );
     // Ready = /health/ready answers 200; an exit before that fails at once, not at the timeout.
     const deadline = Date.now() + readyTimeoutMs;
     for (;;) {

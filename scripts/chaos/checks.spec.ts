@@ -19,7 +19,14 @@ function line(kind: string, attempt: number, token: number, pid: number, atMs: n
  * An execution by worker `worker` from `from` to `to`. With `end` it wrote that end line at `to`;
  * without, it was killed: last seen alive at `to`, proven dead at `deadAt` (default `to` + 10).
  */
-function exec(attempt: number, worker: number, from: number, to: number, end?: string, deadAt: number | null = to + 10): Execution {
+function exec(
+  attempt: number,
+  worker: number,
+  from: number,
+  to: number,
+  end?: string,
+  deadAt: number | null = to + 10,
+): Execution {
   return {
     start: line('start', attempt, attempt, 10 + attempt, from),
     end: end ? line(end, attempt, attempt, 10 + attempt, to) : undefined,
@@ -32,7 +39,14 @@ function exec(attempt: number, worker: number, from: number, to: number, end?: s
 
 function facts(executions: Execution[], over: Partial<ExecutionFacts> = {}): ExecutionFacts {
   return {
-    runs: [{ id: RUN, status: 'SUCCESS', fencing_token: String(executions[executions.length - 1].start.token), requirement: 'sleep=1' }],
+    runs: [
+      {
+        id: RUN,
+        status: 'SUCCESS',
+        fencing_token: String(executions[executions.length - 1].start.token),
+        requirement: 'sleep=1',
+      },
+    ],
     executions,
     faults: [],
     workers: new Map([
@@ -50,7 +64,9 @@ const messages = (f: ExecutionFacts) => checkExecutions(f).map((x) => `${x.kind}
 
 describe('checkExecutions', () => {
   it('accepts a killed attempt, dead before the next one with a larger token started', () => {
-    expect(messages(facts([exec(1, W1, 0, 900), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(850, W1)] }))).toEqual([]);
+    expect(
+      messages(facts([exec(1, W1, 0, 900), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(850, W1)] })),
+    ).toEqual([]);
   });
 
   it('flags an overlap that is certain (seen alive after the next start), and a token that did not grow', () => {
@@ -74,12 +90,19 @@ describe('checkExecutions', () => {
   it('explains a second completion only by a kill of the worker that ran the extra one, near its exit', () => {
     const runs = [exec(1, W1, 0, 1000, 'done'), exec(2, W2, 3000, 4000, 'done')];
     expect(checkExecutions(facts(runs, { faults: [kill(1005, W1)] }))).toEqual([
-      expect.objectContaining({ kind: 'window', message: expect.stringMatching(/worker-1 \(pid 1001\) was killed 5 ms after the command exited/) }),
+      expect.objectContaining({
+        kind: 'window',
+        message: expect.stringMatching(/worker-1 \(pid 1001\) was killed 5 ms after the command exited/),
+      }),
     ]);
     // Another worker's kill at the same moment explains nothing.
-    expect(messages(facts(runs, { faults: [kill(1005, W2)] }))).toEqual([expect.stringMatching(/^violation: .*completed 2 times.*not explained/)]);
+    expect(messages(facts(runs, { faults: [kill(1005, W2)] }))).toEqual([
+      expect.stringMatching(/^violation: .*completed 2 times.*not explained/),
+    ]);
     // Nor does the right worker's kill long after the exit.
-    expect(messages(facts(runs, { faults: [kill(2500, W1)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
+    expect(messages(facts(runs, { faults: [kill(2500, W1)] }))).toEqual([
+      expect.stringMatching(/^violation: .*not explained/),
+    ]);
   });
 
   it('does not explain a second completion without a fault, nor one long after a freeze began', () => {
@@ -97,14 +120,29 @@ describe('checkExecutions', () => {
 
   it('explains a second completion by a stall of its own worker that the probe saw around the exit, not of another', () => {
     const runs = [exec(1, W1, 0, 1000, 'done'), exec(2, W2, 3000, 4000, 'done')];
-    const stall = (pid: number, atMs: number, untilMs: number): Fault => ({ kind: 'stall', pid, atMs, untilMs, label: `worker-${pid - 1000}` });
+    const stall = (pid: number, atMs: number, untilMs: number): Fault => ({
+      kind: 'stall',
+      pid,
+      atMs,
+      untilMs,
+      label: `worker-${pid - 1000}`,
+    });
     expect(checkExecutions(facts(runs, { faults: [stall(W1, 200, 900)] }))).toEqual([
-      expect.objectContaining({ kind: 'window', message: expect.stringMatching(/did not answer for 700 ms around the command's exit/) }),
+      expect.objectContaining({
+        kind: 'window',
+        message: expect.stringMatching(/did not answer for 700 ms around the command's exit/),
+      }),
     ]);
-    expect(messages(facts(runs, { faults: [stall(W2, 200, 900)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
-    expect(messages(facts(runs, { faults: [stall(W1, 2100, 2600)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
+    expect(messages(facts(runs, { faults: [stall(W2, 200, 900)] }))).toEqual([
+      expect.stringMatching(/^violation: .*not explained/),
+    ]);
+    expect(messages(facts(runs, { faults: [stall(W1, 2100, 2600)] }))).toEqual([
+      expect.stringMatching(/^violation: .*not explained/),
+    ]);
     // A stall that began more than a lock TTL before the exit explains nothing (the watchdog should have acted).
-    expect(messages(facts(runs, { faults: [stall(W1, -600, 1200)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
+    expect(messages(facts(runs, { faults: [stall(W1, -600, 1200)] }))).toEqual([
+      expect.stringMatching(/^violation: .*not explained/),
+    ]);
   });
 
   it('counts a FAILED attempt like a completed one: a failing run must not fail twice', () => {
@@ -125,24 +163,36 @@ describe('checkExecutions', () => {
 
   it('flags a command that outlived its own worker’s kill, whether it wrote a line or was only seen alive', () => {
     // The bound is two thirds of the 1500 ms lock TTL: when the killed worker's lock can lapse.
-    const wrote = facts([exec(1, W1, 0, 2500, 'transient'), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(1000, W1)] });
+    const wrote = facts([exec(1, W1, 0, 2500, 'transient'), exec(2, W2, 3000, 4000, 'done')], {
+      faults: [kill(1000, W1)],
+    });
     expect(messages(wrote)).toEqual([
-      expect.stringMatching(/outlived its worker worker-1 \(pid 1001\), killed at 1000: it wrote "transient" 500 ms past it/),
+      expect.stringMatching(
+        /outlived its worker worker-1 \(pid 1001\), killed at 1000: it wrote "transient" 500 ms past it/,
+      ),
     ]);
     const seen = facts([exec(1, W1, 0, 2100), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(1000, W1)] });
     expect(messages(seen)).toEqual([expect.stringMatching(/it was seen alive 100 ms past it/)]);
-    const maybe = facts([exec(1, W1, 0, 1900, undefined, 2050), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(1000, W1)] });
+    const maybe = facts([exec(1, W1, 0, 1900, undefined, 2050), exec(2, W2, 3000, 4000, 'done')], {
+      faults: [kill(1000, W1)],
+    });
     expect(messages(maybe)).toEqual([expect.stringMatching(/it was not proven dead until 50 ms past it \(possible\)/)]);
     // Another worker's kill does not concern it.
-    expect(messages(facts([exec(1, W1, 0, 2100), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(1000, W2)] }))).toEqual([]);
+    expect(
+      messages(facts([exec(1, W1, 0, 2100), exec(2, W2, 3000, 4000, 'done')], { faults: [kill(1000, W2)] })),
+    ).toEqual([]);
   });
 
   it('wants to know which worker ran each command: none recorded, not one of ours, or an orphan that lived on', () => {
     const unknown = exec(2, W2, 3000, 4000, 'done');
     unknown.worker = undefined;
-    expect(messages(facts([unknown]))).toEqual([expect.stringMatching(/recorded no worker: cannot tell which process ran it/)]);
+    expect(messages(facts([unknown]))).toEqual([
+      expect.stringMatching(/recorded no worker: cannot tell which process ran it/),
+    ]);
     const stranger = exec(2, 4242, 3000, 4000, 'done');
-    expect(messages(facts([stranger]))).toEqual([expect.stringMatching(/spawned by pid 4242, which is none of the cluster's workers/)]);
+    expect(messages(facts([stranger]))).toEqual([
+      expect.stringMatching(/spawned by pid 4242, which is none of the cluster's workers/),
+    ]);
     const orphan = exec(1, 0, 0, 1400);
     expect(messages(facts([orphan, exec(2, W2, 3000, 4000, 'done')]))).toEqual([
       expect.stringMatching(/started with no worker alive \(orphan\) and was seen alive 400 ms past it/),
@@ -182,12 +232,22 @@ describe('the witness', () => {
     const w = new Witness(file);
     w.poll();
     expect(w.executions).toHaveLength(1);
-    expect(w.executions[0]).toMatchObject({ worker: 77, other: [{ kind: 'step-start', fields: { name: 'build' } }], end: { kind: 'done' } });
+    expect(w.executions[0]).toMatchObject({
+      worker: 77,
+      other: [{ kind: 'step-start', fields: { name: 'build' } }],
+      end: { kind: 'done' },
+    });
   });
 });
 
 describe('checkSlack', () => {
-  const req = (runId: string, receivedAt: number, answeredAt: number, poster: number | undefined, status = 'SUCCESS'): StubRequest => ({
+  const req = (
+    runId: string,
+    receivedAt: number,
+    answeredAt: number,
+    poster: number | undefined,
+    status = 'SUCCESS',
+  ): StubRequest => ({
     text: `:white_check_mark: Run ${runId} in project p: ${status} — x`,
     body: {},
     receivedAt,
@@ -208,12 +268,17 @@ describe('checkSlack', () => {
       requests: [],
       faults: [],
     });
-    expect(found).toEqual([expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/announced 0 times/) })]);
+    expect(found).toEqual([
+      expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/announced 0 times/) }),
+    ]);
   });
 
   it('wants each message to announce the run’s final status', () => {
     expect(checkSlack({ runs, requests: [req(RUN, 100, 105, W1, 'FAILED')], faults: [] })).toEqual([
-      expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/ended SUCCESS, but a Slack message announced FAILED/) }),
+      expect.objectContaining({
+        kind: 'violation',
+        message: expect.stringMatching(/ended SUCCESS, but a Slack message announced FAILED/),
+      }),
     ]);
   });
 
@@ -227,34 +292,58 @@ describe('checkSlack', () => {
     ]);
     // Another worker's kill in the same window excuses nothing.
     expect(checkSlack({ runs, requests: requests(), faults: [kill(110, W2)] })).toEqual([
-      expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/no kill or freeze of its poster \(pid 1001\)/) }),
+      expect.objectContaining({
+        kind: 'violation',
+        message: expect.stringMatching(/no kill or freeze of its poster \(pid 1001\)/),
+      }),
     ]);
     // Nor the poster's kill long after it could have committed SENT.
-    expect(checkSlack({ runs, requests: requests(), faults: [kill(1500, W1)] })).toEqual([expect.objectContaining({ kind: 'violation' })]);
-    // Nor a kill that came after the repeat.
-    expect(checkSlack({ runs, requests: [req(RUN, 100, 105, W1), req(RUN, 200, 204, W2)], faults: [kill(300, W1)] })).toEqual([
+    expect(checkSlack({ runs, requests: requests(), faults: [kill(1500, W1)] })).toEqual([
       expect.objectContaining({ kind: 'violation' }),
     ]);
+    // Nor a kill that came after the repeat.
+    expect(
+      checkSlack({ runs, requests: [req(RUN, 100, 105, W1), req(RUN, 200, 204, W2)], faults: [kill(300, W1)] }),
+    ).toEqual([expect.objectContaining({ kind: 'violation' })]);
     // A kill just before the stub got to the request counts: the poster never saw the answer.
     expect(checkSlack({ runs, requests: requests(), faults: [kill(70, W1)] })).toEqual([
-      expect.objectContaining({ kind: 'window', message: expect.stringMatching(/killed 35 ms before Slack answered its POST \(still in flight\)/) }),
+      expect.objectContaining({
+        kind: 'window',
+        message: expect.stringMatching(/killed 35 ms before Slack answered its POST \(still in flight\)/),
+      }),
     ]);
     // A freeze explains it only if the poster was frozen during the commit window.
-    const freeze = (atMs: number, untilMs: number): Fault => ({ atMs, untilMs, kind: 'freeze', pid: W1, label: 'worker-1' });
-    expect(checkSlack({ runs, requests: requests(), faults: [freeze(500, 5000)] })).toEqual([expect.objectContaining({ kind: 'window' })]);
-    expect(checkSlack({ runs, requests: requests(), faults: [freeze(0, 50)] })).toEqual([expect.objectContaining({ kind: 'violation' })]);
+    const freeze = (atMs: number, untilMs: number): Fault => ({
+      atMs,
+      untilMs,
+      kind: 'freeze',
+      pid: W1,
+      label: 'worker-1',
+    });
+    expect(checkSlack({ runs, requests: requests(), faults: [freeze(500, 5000)] })).toEqual([
+      expect.objectContaining({ kind: 'window' }),
+    ]);
+    expect(checkSlack({ runs, requests: requests(), faults: [freeze(0, 50)] })).toEqual([
+      expect.objectContaining({ kind: 'violation' }),
+    ]);
     // A stall of the poster while its POST was in flight counts (its claim lapsed, it gave up on the
     // POST): in flight since it was sent, which is the stub's clock minus the stub's own lag.
     const stall: Fault = { atMs: -1400, untilMs: -300, kind: 'stall', pid: W1, label: 'worker-1' };
-    expect(checkSlack({ runs, requests: requests(), faults: [stall] })).toEqual([expect.objectContaining({ kind: 'violation' })]);
+    expect(checkSlack({ runs, requests: requests(), faults: [stall] })).toEqual([
+      expect.objectContaining({ kind: 'violation' }),
+    ]);
     expect(checkSlack({ runs, requests: requests(), faults: [stall], lagBefore: () => 500 })).toEqual([
       expect.objectContaining({ kind: 'window', message: expect.stringMatching(/stalled \(no answer for 1100 ms\)/) }),
     ]);
   });
 
   it('does not explain a repeat whose first sender is unknown', () => {
-    expect(checkSlack({ runs, requests: [req(RUN, 100, 105, undefined), req(RUN, 2000, 2004, W2)], faults: [kill(110, W1)] })).toEqual([
-      expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/sender is unknown/) }),
-    ]);
+    expect(
+      checkSlack({
+        runs,
+        requests: [req(RUN, 100, 105, undefined), req(RUN, 2000, 2004, W2)],
+        faults: [kill(110, W1)],
+      }),
+    ).toEqual([expect.objectContaining({ kind: 'violation', message: expect.stringMatching(/sender is unknown/) })]);
   });
 });

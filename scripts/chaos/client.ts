@@ -23,7 +23,10 @@ export class ApiClient {
     try {
       const res = await fetch(`${this.baseUrl}${path}`, {
         method,
-        headers: { Authorization: `Bearer ${this.apiKey}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+        headers: {
+          Authorization: `Bearer ${this.apiKey}`,
+          ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(30_000),
       });
@@ -35,7 +38,10 @@ export class ApiClient {
   }
 
   async createProject(maxConcurrentRuns: number): Promise<string> {
-    const a = await this.call('POST', '/api/projects', { name: `chaos-${randomUUID().slice(0, 8)}`, maxConcurrentRuns });
+    const a = await this.call('POST', '/api/projects', {
+      name: `chaos-${randomUUID().slice(0, 8)}`,
+      maxConcurrentRuns,
+    });
     if (a.status !== 201) throw new Error(`create project: ${a.status} ${JSON.stringify(a.body)}`);
     return a.body.id;
   }
@@ -56,9 +62,17 @@ export class ApiClient {
     return this.call('POST', `/api/runs/${runId}/dispatch`);
   }
 
-  async events(
-    runId: string,
-  ): Promise<Array<{ from: string; to: string; at: string; attempt: number; fencingToken: number; workerId: string; reason: string }>> {
+  async events(runId: string): Promise<
+    Array<{
+      from: string;
+      to: string;
+      at: string;
+      attempt: number;
+      fencingToken: number;
+      workerId: string;
+      reason: string;
+    }>
+  > {
     const a = await this.call('GET', `/api/runs/${runId}/events`);
     return a.status === 200 ? a.body.items : [];
   }

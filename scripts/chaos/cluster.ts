@@ -208,7 +208,9 @@ export class Cluster {
   /** Stalls the probe saw that were not one of our freezes (a freeze is judged by its own, stricter rule). */
   stalls(): Fault[] {
     const frozen = (s: { pid: number; atMs: number; untilMs: number }) =>
-      this.faults.some((f) => f.kind === 'freeze' && f.pid === s.pid && f.atMs <= s.untilMs && (f.untilMs ?? Infinity) >= s.atMs);
+      this.faults.some(
+        (f) => f.kind === 'freeze' && f.pid === s.pid && f.atMs <= s.untilMs && (f.untilMs ?? Infinity) >= s.atMs,
+      );
     return (this.stallProbe?.stalls ?? []).filter((s) => !frozen(s)).map((s) => ({ kind: 'stall' as const, ...s }));
   }
 

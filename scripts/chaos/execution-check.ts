@@ -46,7 +46,11 @@ export function expectedStatus(requirement: string, maxAttempts: number): 'SUCCE
 }
 
 const workerOf = (e: Execution, f: ExecutionFacts) =>
-  e.worker === undefined ? 'no worker recorded' : e.worker === 0 ? 'no worker (orphan)' : `${f.workers.get(e.worker) ?? 'unknown'} (pid ${e.worker})`;
+  e.worker === undefined
+    ? 'no worker recorded'
+    : e.worker === 0
+      ? 'no worker (orphan)'
+      : `${f.workers.get(e.worker) ?? 'unknown'} (pid ${e.worker})`;
 
 /**
  * Why a completed execution was not recorded, if a fault explains it: the worker that spawned it
@@ -80,8 +84,10 @@ export function explainAt(
   for (const fault of f.faults.filter((x) => x.pid === worker)) {
     const lag = atMs - fault.atMs;
     const when = lag <= 0 ? `${-lag} ms after ${what}` : `${lag} ms before ${what}`;
-    if (fault.kind === 'kill' && lag >= -COMMIT_WINDOW_MS && lag <= killBoundMs(f.lockTtlMs)) return `${who} was killed ${when}`;
-    if (fault.kind === 'freeze' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs) return `${who} froze ${when}, within the lock TTL`;
+    if (fault.kind === 'kill' && lag >= -COMMIT_WINDOW_MS && lag <= killBoundMs(f.lockTtlMs))
+      return `${who} was killed ${when}`;
+    if (fault.kind === 'freeze' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
+      return `${who} froze ${when}, within the lock TTL`;
     // A stall nobody injected (seen by the probe): its heartbeat came late, as in a short freeze,
     // judged by the same rule (it began at most one TTL before the effect).
     if (fault.kind === 'stall' && lag >= -COMMIT_WINDOW_MS && lag <= f.lockTtlMs)
@@ -115,12 +121,17 @@ export function checkExecutions(f: ExecutionFacts): Finding[] {
   const known = new Set(f.runs.map((r) => r.id));
   for (const [runId, execs] of byRun)
     if (!known.has(runId))
-      out.push({ runId, kind: 'violation', message: `run ${runId}: ${execs.length} execution(s) of a run the database does not have` });
+      out.push({
+        runId,
+        kind: 'violation',
+        message: `run ${runId}: ${execs.length} execution(s) of a run the database does not have`,
+      });
   for (const r of f.runs) {
     const bad = (message: string) => out.push({ runId: r.id, kind: 'violation', message: `run ${r.id}: ${message}` });
     const execs = (byRun.get(r.id) ?? []).sort((a, b) => a.start.atMs - b.start.atMs);
     const want = expectedStatus(r.requirement, f.maxAttempts);
-    if (r.status !== want) bad(`ended ${r.status}, but it was built to end ${want} (requirement "${r.requirement.slice(0, 80)}")`);
+    if (r.status !== want)
+      bad(`ended ${r.status}, but it was built to end ${want} (requirement "${r.requirement.slice(0, 80)}")`);
     const completed = execs.filter((e) => e.end && COMPLETION_KINDS.includes(e.end.kind));
     const recorded = completed.find((e) => String(e.start.token) === String(r.fencing_token));
     if (r.status === 'SUCCESS' && recorded?.end?.kind !== 'done')
@@ -129,7 +140,8 @@ export function checkExecutions(f: ExecutionFacts): Finding[] {
       const extra = completed.filter((e) => e !== (recorded ?? completed[completed.length - 1]));
       const reasons = extra.map((e) => explain(e, f));
       const what = `completed ${completed.length} times (attempts ${completed.map((d) => `${d.start.attempt} ${d.end!.kind}`).join(', ')})`;
-      if (reasons.every(Boolean)) out.push({ runId: r.id, kind: 'window', message: `run ${r.id} ${what}: ${reasons.join('; ')}` });
+      if (reasons.every(Boolean))
+        out.push({ runId: r.id, kind: 'window', message: `run ${r.id} ${what}: ${reasons.join('; ')}` });
       else bad(`${what}; the extra completion is not explained by a kill or freeze of the worker that ran it`);
     }
     for (const [i, e] of execs.entries()) {
@@ -142,9 +154,14 @@ export function checkExecutions(f: ExecutionFacts): Finding[] {
         const s = e.start.atMs;
         const dead = deadBy(p);
         const who = `attempt ${e.start.attempt} (token ${e.start.token}) started while attempt ${p.start.attempt} (token ${p.start.token}, pid ${p.start.pid})`;
-        if (aliveUntil(p) > s) bad(`${who} still ran: ${p.end ? `its ${p.end.kind} line came` : 'it was seen alive'} ${aliveUntil(p) - s} ms later`);
+        if (aliveUntil(p) > s)
+          bad(
+            `${who} still ran: ${p.end ? `its ${p.end.kind} line came` : 'it was seen alive'} ${aliveUntil(p) - s} ms later`,
+          );
         else if (dead === undefined || dead > s)
-          bad(`${who} may still have run: not proven dead until ${dead === undefined ? 'never' : `${dead - s} ms later`} (possible overlap)`);
+          bad(
+            `${who} may still have run: not proven dead until ${dead === undefined ? 'never' : `${dead - s} ms later`} (possible overlap)`,
+          );
       }
       checkWorker(e, f, bad);
     }
@@ -163,16 +180,21 @@ function checkWorker(e: Execution, f: ExecutionFacts, bad: (m: string) => void):
     if (why) bad(`${what} started with no worker alive (orphan) and ${why} (${bound} ms after its start)`);
     return;
   }
-  if (!f.workers.has(e.worker)) return bad(`${what} was spawned by pid ${e.worker}, which is none of the cluster's workers`);
+  if (!f.workers.has(e.worker))
+    return bad(`${what} was spawned by pid ${e.worker}, which is none of the cluster's workers`);
   // A kill long before the command started was of an earlier process with the same pid.
   for (const fault of f.faults.filter((x) => x.pid === e.worker && x.atMs > e.start.atMs - 1000)) {
     if (fault.kind === 'kill') {
       const why = outlived(e, Math.max(fault.atMs, e.start.atMs) + bound);
-      if (why) bad(`${what} outlived its worker ${workerOf(e, f)}, killed at ${fault.atMs}: it ${why} (${bound} ms after the kill)`);
+      if (why)
+        bad(
+          `${what} outlived its worker ${workerOf(e, f)}, killed at ${fault.atMs}: it ${why} (${bound} ms after the kill)`,
+        );
     }
     if (fault.kind === 'freeze' && e.start.atMs < (fault.untilMs ?? Infinity) && (deadBy(e) ?? Infinity) > fault.atMs) {
       const why = outlived(e, Math.max(fault.atMs, e.start.atMs) + f.lockTtlMs);
-      if (why) bad(`${what} outlived its frozen worker ${workerOf(e, f)}'s lock: it ${why} (one lock TTL after the freeze)`);
+      if (why)
+        bad(`${what} outlived its frozen worker ${workerOf(e, f)}'s lock: it ${why} (one lock TTL after the freeze)`);
     }
   }
 }

@@ -59,15 +59,18 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   };
 
   // 1. Every run terminal, and after one more reaper interval nothing is RUNNING.
-  const pending = async () => (await c.pg.query(`SELECT count(*)::int AS n FROM runs WHERE status <> ALL($1)`, [TERMINAL])).rows[0].n as number;
+  const pending = async () =>
+    (await c.pg.query(`SELECT count(*)::int AS n FROM runs WHERE status <> ALL($1)`, [TERMINAL])).rows[0].n as number;
   await waitFor(async () => (await pending()) === 0, input.settleMs, 'every run to be terminal').catch(() => undefined);
   await sleep(c.reconcileIntervalMs + c.lockTtlMs);
   const runs = (await c.pg.query<RunRow>(`SELECT id, status, attempts, fencing_token, requirement FROM runs`)).rows;
-  for (const r of runs.filter((x) => !TERMINAL.includes(x.status))) await violate(`run ${r.id} left ${r.status} (attempts ${r.attempts})`, r.id);
+  for (const r of runs.filter((x) => !TERMINAL.includes(x.status)))
+    await violate(`run ${r.id} left ${r.status} (attempts ${r.attempts})`, r.id);
 
   // 2. Notifications settle (SENT/FAILED), then a short grace for a stray second post.
   await waitFor(
-    async () => (await c.pg.query(`SELECT count(*)::int AS n FROM notification_logs WHERE status = 'PENDING'`)).rows[0].n === 0,
+    async () =>
+      (await c.pg.query(`SELECT count(*)::int AS n FROM notification_logs WHERE status = 'PENDING'`)).rows[0].n === 0,
     input.settleMs,
     'notifications to settle',
   ).catch(() => undefined);
@@ -100,7 +103,10 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
   const lives = orphanLives(c.witness.executions, c.faults);
   if (lives.length) v.counts.orphanLifeMaxMs = Math.max(...lives);
   for (const e of c.witness.alive())
-    await violate(`command of run ${e.start.runId} (pid ${e.start.pid}, attempt ${e.start.attempt}) still alive at the end`, e.start.runId);
+    await violate(
+      `command of run ${e.start.runId} (pid ${e.start.pid}, attempt ${e.start.attempt}) still alive at the end`,
+      e.start.runId,
+    );
 
   // 4. Exactly one Slack message per finished run, none for the others.
   for (const f of checkSlack({
@@ -121,9 +127,12 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
         (r) =>
           `    POST from pid ${r.poster ?? '?'} (port ${r.remotePort}) received ${r.receivedAt} ${r.state} ${r.status ?? ''} at ${r.answeredAt ?? '-'}`,
       );
-    await record(`  Slack stub and outbox for run ${f.runId}:\n${posts.join('\n')}\n${await notificationState(c, f.runId)}`);
+    await record(
+      `  Slack stub and outbox for run ${f.runId}:\n${posts.join('\n')}\n${await notificationState(c, f.runId)}`,
+    );
   }
-  const notif = (await c.pg.query(`SELECT status, count(*)::int AS n FROM notification_logs GROUP BY status`)).rows as Array<{
+  const notif = (await c.pg.query(`SELECT status, count(*)::int AS n FROM notification_logs GROUP BY status`))
+    .rows as Array<{
     status: string;
     n: number;
   }>;
@@ -142,7 +151,8 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
       if (!x || x.tasks !== 1 || x.runs !== 1)
         await violate(`work item ${id}: ${x?.tasks ?? 0} task(s), ${x?.runs ?? 0} authoring run(s), expected 1 and 1`);
     }
-    for (const id of input.botItems ?? []) if (byItem.has(id)) await violate(`work item ${id}: a task was created from our bot's own event`);
+    for (const id of input.botItems ?? [])
+      if (byItem.has(id)) await violate(`work item ${id}: a task was created from our bot's own event`);
     v.counts.tasks = rows.reduce((s: number, x: { tasks: number }) => s + x.tasks, 0);
   }
 
@@ -157,7 +167,8 @@ export async function checkInvariants(c: Cluster, input: CheckInput): Promise<Ve
     orphanStarts: c.witness.executions.filter((e) => e.worker === 0).length,
     reexecuted: v.counts.reexecuted ?? 0,
     slackRepeats: v.counts.slackRepeats ?? 0,
-    messages: c.slack.requests.filter((r) => r.state === 'answered' && r.status === 200 && runOfMessage(r.text) !== '?').length,
+    messages: c.slack.requests.filter((r) => r.state === 'answered' && r.status === 200 && runOfMessage(r.text) !== '?')
+      .length,
     slackRequests: c.slack.requests.length,
     slack5xx: c.slack.requests.filter((r) => r.state === 'answered' && (r.status ?? 0) >= 500).length,
     slack429: c.slack.requests.filter((r) => r.state === 'answered' && r.status === 429).length,

@@ -30,12 +30,22 @@ export interface RunLoadResult {
 function requirement(i: number, rand: () => number, spec: RunLoad): string {
   const secs = (spec.sleepMin + rand() * (spec.sleepMax - spec.sleepMin)).toFixed(1);
   const roll = rand();
-  const extra = roll < (spec.failShare ?? 0) ? ' fail' : roll < (spec.failShare ?? 0) + (spec.transientShare ?? 0) ? ' transient=1' : '';
+  const extra =
+    roll < (spec.failShare ?? 0)
+      ? ' fail'
+      : roll < (spec.failShare ?? 0) + (spec.transientShare ?? 0)
+        ? ' transient=1'
+        : '';
   return `chaos run ${i} sleep=${secs}${extra}`;
 }
 
 /** Creates PENDING runs (in a new project unless given one), then dispatches each of them `copies` times at once. */
-export async function dispatchStorm(c: HasClient, rand: () => number, spec: RunLoad, projectId?: string): Promise<RunLoadResult> {
+export async function dispatchStorm(
+  c: HasClient,
+  rand: () => number,
+  spec: RunLoad,
+  projectId?: string,
+): Promise<RunLoadResult> {
   const project = projectId ?? (await c.client.createProject(spec.maxConcurrentRuns ?? 12));
   const runIds = await mapLimit(
     Array.from({ length: spec.runs }, (_, i) => i),
@@ -82,18 +92,27 @@ export async function planeStorm(c: HasClient, rand: () => number, spec: PlaneLo
   // Few Plane projects: their work items then share onceflow projects (and their run caps).
   const projects = Array.from({ length: 2 }, () => newWorkItem().project);
   for (let i = 0; i < spec.items; i++) {
-    const item = newWorkItem({ project: projects[i % projects.length], name: `Chaos item ${i} sleep=0.${1 + Math.floor(rand() * 5)}` });
+    const item = newWorkItem({
+      project: projects[i % projects.length],
+      name: `Chaos item ${i} sleep=0.${1 + Math.floor(rand() * 5)}`,
+    });
     workItems.push(item.id);
     for (let k = 0; k < spec.copies; k++) bodies.push(v1Body(item, 'created'));
     for (const [j, field] of FIELDS.slice(0, spec.fields).entries()) {
-      const body = v1Body({ ...item, name: `${item.name} (edited)` }, 'updated', { field, updatedAt: `2026-11-02T09:0${j + 1}:00.000000Z` });
+      const body = v1Body({ ...item, name: `${item.name} (edited)` }, 'updated', {
+        field,
+        updatedAt: `2026-11-02T09:0${j + 1}:00.000000Z`,
+      });
       bodies.push(body, body);
     }
   }
   for (let i = 0; i < spec.botItems; i++) {
     const item = newWorkItem({ name: `Bot item ${i}` });
     botItems.push(item.id);
-    bodies.push(v1Body(item, 'created', { actor: BOT_ACTOR }), v1Body(item, 'updated', { actor: BOT_ACTOR, field: 'state_id' }));
+    bodies.push(
+      v1Body(item, 'created', { actor: BOT_ACTOR }),
+      v1Body(item, 'updated', { actor: BOT_ACTOR, field: 'state_id' }),
+    );
   }
   const answers = new Tally();
   await mapLimit(shuffle(rand, bodies), 32, async (body) => {

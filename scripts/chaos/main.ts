@@ -87,7 +87,9 @@ async function main(): Promise<void> {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     for (const child of AppProcess.live) child.kill('SIGKILL');
-    process.stderr.write(`chaos: ${signal}: stopped ${AppProcess.live.size} app process(es); scratch databases onceflow_chaos_* may remain\n`);
+    process.stderr.write(
+      `chaos: ${signal}: stopped ${AppProcess.live.size} app process(es); scratch databases onceflow_chaos_* may remain\n`,
+    );
     process.exit(130);
   });
 }

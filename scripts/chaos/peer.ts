@@ -20,7 +20,11 @@ function tcpTable(): TcpEntry[] {
       // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
       const cols = line.trim().split(/\s+/);
       if (cols.length < 10) continue;
-      out.push({ localPort: parseInt(cols[1].split(':')[1], 16), remotePort: parseInt(cols[2].split(':')[1], 16), inode: cols[9] });
+      out.push({
+        localPort: parseInt(cols[1].split(':')[1], 16),
+        remotePort: parseInt(cols[2].split(':')[1], 16),
+        inode: cols[9],
+      });
     }
   }
   return out;
@@ -83,7 +87,9 @@ export class PeerTracker {
   /** Maps every client socket to our port that is not mapped yet to its process (`everyone`: not only the candidates). */
   scan(everyone = false): void {
     const ours = this.ourPort();
-    const fresh = tcpTable().filter((e) => e.remotePort === ours && e.inode !== '0' && this.seen.get(e.localPort)?.inode !== e.inode);
+    const fresh = tcpTable().filter(
+      (e) => e.remotePort === ours && e.inode !== '0' && this.seen.get(e.localPort)?.inode !== e.inode,
+    );
     if (fresh.length === 0) return;
     const byInode = new Map(fresh.map((e) => [e.inode, e.localPort]));
     const look = (pid: number) => {

@@ -18,8 +18,10 @@ export async function notificationState(c: Cluster, runId: string): Promise<stri
       const jobId = `notification.${row.id}.a${a}`;
       const hash = await c.redis.hgetall(`${base}:${jobId}`);
       const where: string[] = [];
-      for (const list of ['wait', 'active', 'paused']) if ((await c.redis.lpos(`${base}:${list}`, jobId)) !== null) where.push(list);
-      for (const set of ['delayed', 'completed', 'failed']) if ((await c.redis.zscore(`${base}:${set}`, jobId)) !== null) where.push(set);
+      for (const list of ['wait', 'active', 'paused'])
+        if ((await c.redis.lpos(`${base}:${list}`, jobId)) !== null) where.push(list);
+      for (const set of ['delayed', 'completed', 'failed'])
+        if ((await c.redis.zscore(`${base}:${set}`, jobId)) !== null) where.push(set);
       const lock = await c.redis.pttl(`${base}:${jobId}:lock`);
       out.push(
         `    job ${jobId}: in [${where.join(', ') || (Object.keys(hash).length ? 'no list: stuck' : 'absent')}] lock ttl ${lock} hash ${JSON.stringify(hash).slice(0, 400)}`,

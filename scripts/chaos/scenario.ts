@@ -42,7 +42,9 @@ export async function runScenario(s: Scenario, quick: boolean, seed: number, str
   const report: ScenarioReport = { name: s.name, seconds: 0, counts: {}, violations: [], windows: [], warnings: [] };
   try {
     cluster = await Cluster.start({ name: s.name, ...s.cluster(quick) });
-    log(`cluster up: api + ${cluster.workers.length} workers + scheduler, db ${cluster.dbName}, prefix ${cluster.prefix}`);
+    log(
+      `cluster up: api + ${cluster.workers.length} workers + scheduler, db ${cluster.dbName}, prefix ${cluster.prefix}`,
+    );
     const outcome = await s.run(cluster, { quick, rand: rng(seed), log });
     log('faults over; checking invariants');
     const verdict = await checkInvariants(cluster, { settleMs: quick ? 60_000 : 180_000, strict, ...outcome });

@@ -59,7 +59,11 @@ export function checkSlack(f: SlackFacts): Finding[] {
     }
     const [first, ...repeats] = got;
     if (!first.poster) {
-      out.push({ runId: run.id, kind: 'violation', message: `${what}; the first message's sender is unknown (no process held its connection)` });
+      out.push({
+        runId: run.id,
+        kind: 'violation',
+        message: `${what}; the first message's sender is unknown (no process held its connection)`,
+      });
       continue;
     }
     const answeredAt = first.answeredAt ?? first.receivedAt;
@@ -76,16 +80,27 @@ export function checkSlack(f: SlackFacts): Finding[] {
     );
     if (fault) {
       const lag = fault.atMs - answeredAt;
-      const when = lag >= 0 ? `${lag} ms after Slack answered its POST` : `${-lag} ms before Slack answered its POST (still in flight)`;
+      const when =
+        lag >= 0
+          ? `${lag} ms after Slack answered its POST`
+          : `${-lag} ms before Slack answered its POST (still in flight)`;
       const how =
-        fault.kind === 'kill' ? 'killed' : fault.kind === 'freeze' ? 'frozen' : `stalled (no answer for ${(fault.untilMs ?? 0) - fault.atMs} ms)`;
+        fault.kind === 'kill'
+          ? 'killed'
+          : fault.kind === 'freeze'
+            ? 'frozen'
+            : `stalled (no answer for ${(fault.untilMs ?? 0) - fault.atMs} ms)`;
       out.push({
         runId: run.id,
         kind: 'window',
         message: `${what}: its poster ${fault.label} (pid ${fault.pid}) was ${how} ${when}, before SENT could be committed`,
       });
     } else
-      out.push({ runId: run.id, kind: 'violation', message: `${what}; no kill or freeze of its poster (pid ${first.poster}) explains the repeat` });
+      out.push({
+        runId: run.id,
+        kind: 'violation',
+        message: `${what}; no kill or freeze of its poster (pid ${first.poster}) explains the repeat`,
+      });
   }
   return out;
 }

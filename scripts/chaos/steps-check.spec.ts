@@ -46,7 +46,9 @@ describe('checkSteps', () => {
   });
 
   it('wants every step of a SUCCESS run to have had its effect', () => {
-    expect(kinds(facts([effect('s1', 1, 100)]))).toEqual([expect.stringMatching(/^violation: .*step s2 never had its effect/)]);
+    expect(kinds(facts([effect('s1', 1, 100)]))).toEqual([
+      expect.stringMatching(/^violation: .*step s2 never had its effect/),
+    ]);
   });
 
   it('explains a repeated effect only by a fault of the worker that had the first one, right after it', () => {
@@ -58,13 +60,17 @@ describe('checkSteps', () => {
     expect(kinds(facts(lines, { faults: [kill(W2, 1050)] }))).toEqual([
       expect.stringMatching(/^violation: .*step s2 had its effect 2 times.*not explained/),
     ]);
-    expect(kinds(facts(lines, { faults: [kill(W1, 3000)] }))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
+    expect(kinds(facts(lines, { faults: [kill(W1, 3000)] }))).toEqual([
+      expect.stringMatching(/^violation: .*not explained/),
+    ]);
     expect(kinds(facts(lines))).toEqual([expect.stringMatching(/^violation: .*not explained/)]);
   });
 
   it('flags an effect of an attempt after a newer attempt of the run had started (a zombie)', () => {
     const lines = [effect('s1', 1, 100), effect('s2', 1, 5200)];
-    expect(kinds(facts(lines))).toEqual([expect.stringMatching(/^violation: .*s2's effect by attempt 1 .*200 ms after attempt 2/)]);
+    expect(kinds(facts(lines))).toEqual([
+      expect.stringMatching(/^violation: .*s2's effect by attempt 1 .*200 ms after attempt 2/),
+    ]);
   });
 
   it('allows one LLM call per distinct prompt, plus the calls faults could have caught in flight', () => {

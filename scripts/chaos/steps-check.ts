@@ -41,11 +41,18 @@ export function stepCount(requirement: string): number {
  */
 export function checkSteps(f: StepFacts): { findings: Finding[]; counts: Record<string, number> } {
   const findings: Finding[] = [];
-  const counts = { stepEffects: 0, stepRepeats: 0, stepsReplayedOrSkipped: 0, llmCalls: f.llmPrompts.length, llmPrompts: 0 };
+  const counts = {
+    stepEffects: 0,
+    stepRepeats: 0,
+    stepsReplayedOrSkipped: 0,
+    llmCalls: f.llmPrompts.length,
+    llmPrompts: 0,
+  };
   const execsOf = new Map<string, Execution[]>();
   for (const e of f.executions) execsOf.set(e.start.runId, [...(execsOf.get(e.start.runId) ?? []), e]);
   for (const run of f.runs) {
-    const bad = (message: string) => findings.push({ runId: run.id, kind: 'violation', message: `run ${run.id}: ${message}` });
+    const bad = (message: string) =>
+      findings.push({ runId: run.id, kind: 'violation', message: `run ${run.id}: ${message}` });
     const execs = execsOf.get(run.id) ?? [];
     const effects = f.lines.filter((l) => l.runId === run.id && l.kind === 'effect').sort((a, b) => a.atMs - b.atMs);
     counts.stepEffects += effects.length;
@@ -55,17 +62,29 @@ export function checkSteps(f: StepFacts): { findings: Finding[]; counts: Record<
     for (let i = 1; i <= stepCount(run.requirement); i++) {
       const step = `s${i}`;
       const mine = effects.filter((l) => stepOf(l) === step);
-      if (run.status === 'SUCCESS' && mine.length === 0) bad(`step ${step} never had its effect, yet the run is SUCCESS`);
+      if (run.status === 'SUCCESS' && mine.length === 0)
+        bad(`step ${step} never had its effect, yet the run is SUCCESS`);
       // Every effect but the last must have been lost to a fault of its own worker right after it.
       for (const earlier of mine.slice(0, -1)) {
         counts.stepRepeats++;
         const exec = execs.find((e) => e.start.token === earlier.token);
         const who = `attempt ${earlier.attempt}'s worker ${exec?.worker ? `${f.workers.get(exec.worker) ?? 'unknown'} (pid ${exec.worker})` : '(unknown)'}`;
         const why = exec?.worker
-          ? explainAt(exec.worker, earlier.atMs, who, { what: `step ${step}'s effect`, around: `step ${step}'s effect` }, f)
+          ? explainAt(
+              exec.worker,
+              earlier.atMs,
+              who,
+              { what: `step ${step}'s effect`, around: `step ${step}'s effect` },
+              f,
+            )
           : undefined;
         const what = `step ${step} had its effect ${mine.length} times (attempts ${mine.map((l) => l.attempt).join(', ')})`;
-        if (why) findings.push({ runId: run.id, kind: 'window', message: `run ${run.id} ${what}: the step was in flight: ${why}` });
+        if (why)
+          findings.push({
+            runId: run.id,
+            kind: 'window',
+            message: `run ${run.id} ${what}: the step was in flight: ${why}`,
+          });
         else bad(`${what}; the earlier effect is not explained by a kill, freeze or stall of the worker that ran it`);
       }
     }

@@ -48,7 +48,15 @@ export function parseLine(line: string): ExecLine | null {
     const eq = kv.indexOf('=');
     if (eq > 0) fields[kv.slice(0, eq)] = kv.slice(eq + 1);
   }
-  return { kind, runId, attempt: Number(attempt), token: Number(token), pid: Number(pid), atMs: Number(BigInt(at) / 1_000_000n), fields };
+  return {
+    kind,
+    runId,
+    attempt: Number(attempt),
+    token: Number(token),
+    pid: Number(pid),
+    atMs: Number(BigInt(at) / 1_000_000n),
+    fields,
+  };
 }
 
 /** The latest moment an execution can have ended: its end line, else the first proof of death (undefined: none). */
@@ -97,7 +105,9 @@ export class Witness {
   }
 
   count(kind: LineKind, runId?: string): number {
-    return this.executions.filter((e) => (kind === 'start' ? true : e.end?.kind === kind) && (!runId || e.start.runId === runId)).length;
+    return this.executions.filter(
+      (e) => (kind === 'start' ? true : e.end?.kind === kind) && (!runId || e.start.runId === runId),
+    ).length;
   }
 
   /** Commands that started and are still alive (a killed worker's command must die with it). */
@@ -153,7 +163,9 @@ export class Witness {
       if (line.fields.lock) this.waitForLock(e, line.fields.lock);
       return;
     }
-    const e = this.open.get(key) ?? this.executions.find((x) => `${x.start.pid}:${x.start.runId}:${x.start.token}` === key && !x.end);
+    const e =
+      this.open.get(key) ??
+      this.executions.find((x) => `${x.start.pid}:${x.start.runId}:${x.start.token}` === key && !x.end);
     if (!e) {
       // A line without its start: record it as its own execution so the checker sees it.
       this.executions.push({

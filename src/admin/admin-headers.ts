@@ -52,7 +52,10 @@ export function adminSecurityMiddleware() {
     res.setHeader('Content-Security-Policy', "frame-ancestors 'none'");
     res.setHeader('X-Frame-Options', 'DENY');
     if (!SAFE_METHODS.has(req.method) && !isSameOrigin(req)) {
-      return refuse(res, 'a request that changes something must come from the dashboard itself (Origin or Referer of this host)');
+      return refuse(
+        res,
+        'a request that changes something must come from the dashboard itself (Origin or Referer of this host)',
+      );
     }
     next();
   };

@@ -30,7 +30,10 @@ export class AdminModule {
             route: ADMIN_ROUTE,
             adapter: ExpressAdapter,
             // Framing headers and the same-origin check first: they hold for 401 and 503 answers too.
-            middleware: [adminSecurityMiddleware(), adminAuthMiddleware({ user: config.adminUser, password: config.adminPassword })],
+            middleware: [
+              adminSecurityMiddleware(),
+              adminAuthMiddleware({ user: config.adminUser, password: config.adminPassword }),
+            ],
             boardOptions: { uiConfig: { boardTitle: 'onceflow' } },
           }),
         }),

@@ -1,4 +1,12 @@
-import { applyDecorators, CanActivate, ExecutionContext, Inject, Injectable, UnauthorizedException, UseGuards } from '@nestjs/common';
+import {
+  applyDecorators,
+  CanActivate,
+  ExecutionContext,
+  Inject,
+  Injectable,
+  UnauthorizedException,
+  UseGuards,
+} from '@nestjs/common';
 import { ApiBearerAuth } from '@nestjs/swagger';
 import type { Request } from 'express';
 import type { AppConfig } from '../config/app-config';
@@ -28,5 +36,9 @@ export class ApiKeyGuard implements CanActivate {
  * 401 it answers, on each operation. One decorator, so the guard and its description cannot drift.
  */
 export function RequireApiKey(): ClassDecorator {
-  return applyDecorators(UseGuards(ApiKeyGuard), ApiBearerAuth(), ApiErrors({ 401: 'Missing or invalid bearer token' }));
+  return applyDecorators(
+    UseGuards(ApiKeyGuard),
+    ApiBearerAuth(),
+    ApiErrors({ 401: 'Missing or invalid bearer token' }),
+  );
 }

@@ -1,4 +1,4 @@
-import { DomainError } from './domain-error';
+import { RequestError, RequestErrorCode } from './domain-error';
 
 /**
  * Opaque keyset cursor of the list routes: (created_at in microseconds, id) of the last row of a
@@ -16,10 +16,16 @@ export function encodeCursor(createdUs: string, id: string): string {
 export function decodeCursor(cursor: string): KeysetCursor {
   try {
     const [createdUs, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof createdUs !== 'string' || !/^\d{1,17}$/.test(createdUs) || typeof id !== 'string' || !/^[0-9a-f-]{36}$/i.test(id)) throw new Error();
+    if (
+      typeof createdUs !== 'string' ||
+      !/^\d{1,17}$/.test(createdUs) ||
+      typeof id !== 'string' ||
+      !/^[0-9a-f-]{36}$/i.test(id)
+    )
+      throw new Error();
     return { createdUs, id };
   } catch {
-    throw new DomainError(400, 'Bad Request', 'cursor is not valid');
+    throw new RequestError(RequestErrorCode.INVALID_CURSOR, 'cursor is not valid');
   }
 }
 
@@ -40,5 +46,8 @@ export function toPage<R extends { created_us: string; id: string }, V>(
 ): { items: V[]; nextCursor: string | null } {
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
-  return { items: page.map(view), nextCursor: rows.length > limit && last ? encodeCursor(last.created_us, last.id) : null };
+  return {
+    items: page.map(view),
+    nextCursor: rows.length > limit && last ? encodeCursor(last.created_us, last.id) : null,
+  };
 }

@@ -1,8 +1,12 @@
-/** A domain failure with a stable code; the global filter maps it to an HTTP answer. */
-export class DomainError extends Error {
+/**
+ * A failure in a module's own words: a code from the module's enum and a message that is safe to
+ * show. Services never pick HTTP statuses; src/http/error-status.ts maps every code to one.
+ */
+export abstract class DomainError<C extends string = string> extends Error {
+  abstract readonly domain: string;
+
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly code: C,
     message: string,
     readonly headers: Record<string, string> = {},
   ) {
@@ -10,5 +14,11 @@ export class DomainError extends Error {
   }
 }
 
-export const notFound = (what: string, id: string) => new DomainError(404, 'Not Found', `${what} ${id} not found`);
-export const conflict = (message: string, headers?: Record<string, string>) => new DomainError(409, 'Conflict', message, headers);
+/** Problems with the shape of a request that any module's routes share. */
+export enum RequestErrorCode {
+  INVALID_CURSOR = 'INVALID_CURSOR',
+}
+
+export class RequestError extends DomainError<RequestErrorCode> {
+  readonly domain = 'request';
+}

@@ -31,7 +31,7 @@ export function loggerParams(config: AppConfig): Params {
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       autoLogging: { ignore: (req) => (req.url ?? '').startsWith('/health') || (req.url ?? '').startsWith('/metrics') },
       // Fixed fields belong in the root logger's bindings: as pino-http `customProps` they cost a
-      // child logger and a re-serialisation on every request (~30 µs of a webhook's CPU).
+      // child logger and a re-serialisation on every request.
       base: { pid: process.pid, hostname: hostname(), service: 'onceflow', role: config.role },
       serializers: {
         req: (req: { id: unknown; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }),

@@ -12,7 +12,10 @@ export class ErrorResponse {
   @ApiProperty({ example: 'Not Found', description: 'The status text' })
   error: string;
 
-  @ApiProperty({ example: 'run 5f0c2a9e-1f1b-4c1e-9d0a-2f8a4f1d7c11 not found', description: 'What went wrong, for people' })
+  @ApiProperty({
+    example: 'run 5f0c2a9e-1f1b-4c1e-9d0a-2f8a4f1d7c11 not found',
+    description: 'What went wrong, for people',
+  })
   message: string;
 }
 
@@ -24,7 +27,9 @@ export type ErrorStatus = 400 | 401 | 404 | 409 | 413 | 422 | 503;
  */
 export function ApiErrors(errors: Partial<Record<ErrorStatus, string>>): MethodDecorator & ClassDecorator {
   return applyDecorators(
-    ...Object.entries(errors).map(([status, description]) => ApiResponse({ status: Number(status), description, type: ErrorResponse })),
+    ...Object.entries(errors).map(([status, description]) =>
+      ApiResponse({ status: Number(status), description, type: ErrorResponse }),
+    ),
   );
 }
 

@@ -25,7 +25,9 @@ export async function checkServices(config: AppConfig): Promise<void> {
   try {
     await pg.connect();
   } catch (err) {
-    throw new ServiceUnreachableError(`cannot reach PostgreSQL at ${where(config.databaseUrl)} (${reason(err)}); ${HOW_TO_START}`);
+    throw new ServiceUnreachableError(
+      `cannot reach PostgreSQL at ${where(config.databaseUrl)} (${reason(err)}); ${HOW_TO_START}`,
+    );
   } finally {
     await pg.end().catch(() => undefined);
   }
@@ -43,7 +45,9 @@ export async function checkServices(config: AppConfig): Promise<void> {
     await redis.connect();
     await redis.ping();
   } catch (err) {
-    throw new ServiceUnreachableError(`cannot reach Redis at ${where(config.redisUrl)} (${reason(socketError ?? err)}); ${HOW_TO_START}`);
+    throw new ServiceUnreachableError(
+      `cannot reach Redis at ${where(config.redisUrl)} (${reason(socketError ?? err)}); ${HOW_TO_START}`,
+    );
   } finally {
     redis.disconnect();
   }

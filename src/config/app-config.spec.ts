@@ -63,11 +63,18 @@ describe('loadConfig', () => {
     };
     beforeEach(() => (calls = 0));
 
-    it.each(['development', 'test'])('are generated when ADMIN_USER/ADMIN_PASSWORD are unset and NODE_ENV=%s', (NODE_ENV) => {
-      const c = loadConfig({ ...base, NODE_ENV }, { admin });
-      expect(c).toMatchObject({ adminUser: 'admin', adminPassword: 'generated-password', adminCredentialsGenerated: true });
-      expect(calls).toBe(1);
-    });
+    it.each(['development', 'test'])(
+      'are generated when ADMIN_USER/ADMIN_PASSWORD are unset and NODE_ENV=%s',
+      (NODE_ENV) => {
+        const c = loadConfig({ ...base, NODE_ENV }, { admin });
+        expect(c).toMatchObject({
+          adminUser: 'admin',
+          adminPassword: 'generated-password',
+          adminCredentialsGenerated: true,
+        });
+        expect(calls).toBe(1);
+      },
+    );
 
     it('are never generated in production: the dashboard stays closed', () => {
       const c = loadConfig({ ...base, NODE_ENV: 'production' }, { admin });
@@ -95,11 +102,17 @@ describe('loadConfig', () => {
   });
 
   it('refuses to pass onceflow credentials or malformed names through to commands', () => {
-    expect(loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'OPENAI_API_KEY, GIT_TOKEN' }).orchestratorEnvPassthrough).toEqual([
-      'OPENAI_API_KEY',
-      'GIT_TOKEN',
-    ]);
-    for (const name of ['API_KEYS', 'DATABASE_URL', 'ADMIN_PASSWORD', 'SLACK_WEBHOOK_URL', 'REDIS_URL', 'PLANE_WEBHOOK_SECRETS']) {
+    expect(
+      loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'OPENAI_API_KEY, GIT_TOKEN' }).orchestratorEnvPassthrough,
+    ).toEqual(['OPENAI_API_KEY', 'GIT_TOKEN']);
+    for (const name of [
+      'API_KEYS',
+      'DATABASE_URL',
+      'ADMIN_PASSWORD',
+      'SLACK_WEBHOOK_URL',
+      'REDIS_URL',
+      'PLANE_WEBHOOK_SECRETS',
+    ]) {
       expect(() => loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: `X,${name}` })).toThrow(ConfigError);
     }
     expect(() => loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'A=B' })).toThrow(/not a variable name/);
@@ -113,7 +126,9 @@ describe('loadConfig', () => {
       llmCacheTtlMs: 604_800_000,
       llmCacheMaxBytes: 8_388_608,
     });
-    expect(loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'http://127.0.0.1:9/v1/' }).llmOpenaiUpstream).toBe('http://127.0.0.1:9/v1');
+    expect(loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'http://127.0.0.1:9/v1/' }).llmOpenaiUpstream).toBe(
+      'http://127.0.0.1:9/v1',
+    );
     expect(() => loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'https://u:p@x.example/v1' })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, LLM_ANTHROPIC_UPSTREAM: 'https://x.example/?a=1' })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, LLM_CACHE_SCOPE: 'global' })).toThrow(ConfigError);

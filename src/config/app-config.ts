@@ -11,6 +11,8 @@ export interface AppConfig {
   port: number;
   databaseUrl: string;
   redisUrl: string;
+  /** Prepare the hot-path statements (off behind a pooler that cannot keep prepared statements). */
+  pgPreparedStatements: boolean;
   /** Prefix for every Redis key we and Bull write, so test runs and tenants never collide. */
   redisPrefix: string;
   apiKeys: string[];
@@ -126,9 +128,12 @@ export const WITHHELD_FROM_COMMANDS = [
 function passthrough(env: Env): string[] {
   const names = list(env, 'ORCHESTRATOR_ENV_PASSTHROUGH');
   for (const n of names) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n)) throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH: "${n}" is not a variable name`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(n))
+      throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH: "${n}" is not a variable name`);
     if (WITHHELD_FROM_COMMANDS.includes(n))
-      throw new ConfigError(`ORCHESTRATOR_ENV_PASSTHROUGH may not list ${n}: onceflow's credentials never reach a command`);
+      throw new ConfigError(
+        `ORCHESTRATOR_ENV_PASSTHROUGH may not list ${n}: onceflow's credentials never reach a command`,
+      );
   }
   return names;
 }
@@ -165,7 +170,8 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
   let apiKeys = list(env, 'API_KEYS');
   let apiKeysGenerated = false;
   if (apiKeys.length === 0) {
-    if (nodeEnv === 'production' || !dev.apiKey) throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
+    if (nodeEnv === 'production' || !dev.apiKey)
+      throw new ConfigError('API_KEYS is required (comma-separated bearer tokens)');
     apiKeys = [dev.apiKey()];
     apiKeysGenerated = true;
   }
@@ -199,6 +205,7 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     port: int(env, 'PORT', 3000, 0, 65535),
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
+    pgPreparedStatements: oneOf(env, 'PG_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
     redisPrefix: str(env, 'REDIS_PREFIX', 'onceflow')!,
     apiKeys,
     apiKeysGenerated,

@@ -41,12 +41,18 @@ function devKey(): string {
 
 /** `user:password`; the user has no ':' (basic auth splits on the first one). */
 function devAdmin(): AdminCredentials {
-  const pair = readOrCreate(DEV_ADMIN_FILE, () => `admin:${randomBytes(18).toString('base64url')}`, 'ADMIN_USER and ADMIN_PASSWORD');
+  const pair = readOrCreate(
+    DEV_ADMIN_FILE,
+    () => `admin:${randomBytes(18).toString('base64url')}`,
+    'ADMIN_USER and ADMIN_PASSWORD',
+  );
   const colon = pair.indexOf(':');
   const user = pair.slice(0, colon);
   const password = pair.slice(colon + 1);
   if (colon < 1 || password === '') {
-    throw new ConfigError(`${DEV_ADMIN_FILE} must hold "user:password": delete it to generate new development credentials`);
+    throw new ConfigError(
+      `${DEV_ADMIN_FILE} must hold "user:password": delete it to generate new development credentials`,
+    );
   }
   return { user, password };
 }

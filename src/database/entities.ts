@@ -1,5 +1,5 @@
 import { NotificationLogEntity } from '../notifications/notification-log.entity';
-import { IdempotencyKeyEntity } from '../runs/entities/idempotency-key.entity';
+import { IdempotencyKeyEntity } from '../runs/idempotency/idempotency-key.entity';
 import { ProjectEntity } from '../runs/entities/project.entity';
 import { RunEventEntity } from '../runs/entities/run-event.entity';
 import { RunEntity } from '../runs/entities/run.entity';

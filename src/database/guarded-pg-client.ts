@@ -10,8 +10,8 @@ const log = new Logger('Postgres');
  * only in a promise continuation. When the server's FATAL (e.g. 57P01 from pg_terminate_backend,
  * a failover, an idle-session timeout) arrives in the same TCP chunk as the ReadyForQuery that
  * completed the hand-out, the client emits 'error' in between with no listener, and Node turns
- * that into an uncaught exception: the whole worker dies. Found by test/finalize-db-drop; proved
- * deterministically by test/pg-client-guard.e2e-spec.ts.
+ * that into an uncaught exception: the whole worker dies (test/pg-client-guard.e2e-spec.ts makes it
+ * happen deterministically).
  *
  * The listener does not need to act: the client is already marked unusable, the pool or TypeORM
  * discards it on release, and the next statement on it fails with a connection error that our

@@ -1,20 +1,15 @@
 import { createHash } from 'node:crypto';
 import { escapeLiteral, Pool, PoolClient, QueryResult } from 'pg';
+import type { Statement } from './named-params';
 import { DataSource } from 'typeorm';
 import { Logger } from '@nestjs/common';
 
-/**
- * The hot path of a run (claim, finalize, dispatch) talks to pg's pool directly, for two things
- * TypeORM's `query()` cannot do. Everything else goes through TypeORM.
- */
+/** pg's pool under TypeORM, for the two things TypeORM's `query()` cannot do (see PgStatements). */
 export function pgPool(ds: DataSource): Pool {
   return (ds.driver as unknown as { master: Pool }).master;
 }
 
 const names = new Map<string, string>();
-const log = new Logger('Postgres');
-/** Cleared for good by the first 26000 (see below), one switch per kind of prepared statement. */
-const preparing = { protocol: true, sql: true };
 
 function nameOf(prefix: string, text: string): string {
   const key = `${prefix}${text}`;
@@ -30,72 +25,98 @@ function isMissingPrepared(err: unknown): boolean {
   return (err as { code?: string })?.code === '26000';
 }
 
-/**
- * A named (prepared) statement: Postgres parses and plans it once per connection instead of on
- * every call (measured: ~0.45 → ~0.13 ms of backend CPU for a transition). pg remembers per
- * connection which names it has prepared. The name is a hash of the text, so two texts never
- * share a name. ONLY for statements outside a transaction (see the 26000 fallback). Behind a
- * transaction-pooling PgBouncer set `max_prepared_statements` (PgBouncer ≥ 1.21).
- */
-export async function preparedRows<T>(ds: DataSource, text: string, values: unknown[]): Promise<T[]> {
-  if (!preparing.protocol) return ds.query(text, values);
-  try {
-    const res = await pgPool(ds).query({ name: nameOf('of_', text), text, values });
-    return res.rows as T[];
-  } catch (err) {
-    // 26000: a statement pg believes prepared on this connection is gone (a pooler swapped the
-    // server connection, or someone ran DEALLOCATE/DISCARD). Nothing was executed, and these
-    // statements run outside transactions, so sending it again unnamed is safe. Stop preparing
-    // for good: the same thing would happen again.
-    if (!isMissingPrepared(err)) throw err;
-    if (preparing.protocol) log.warn('prepared statements went missing on a connection (a pooler in transaction mode?): no longer preparing');
-    preparing.protocol = false;
-    return ds.query(text, values);
-  }
+export interface PgStatementsOptions {
+  /** PG_PREPARED_STATEMENTS: false behind a pooler that cannot keep prepared statements. */
+  prepare: boolean;
 }
 
-/** SQL-level prepared statements (PREPARE name AS …) made on each pooled connection. */
-const preparedOn = new WeakMap<object, Set<string>>();
-
 /**
- * Several statements in ONE round trip: the simple query protocol runs them as one implicit
- * transaction, and under READ COMMITTED each statement takes its own snapshot — so a statement
- * that waited for a row lock in an earlier one sees what the lock holder committed. The simple
- * protocol has no bind parameters: each statement is PREPAREd once per connection (its own round
- * trip, the first time only) and run as `EXECUTE name(literals)`, the values escaped (literal()).
- * Planning the claim every time cost ~0.7 ms of backend CPU. Answers the rows of the last statement.
+ * The hot path's statements (claim, finalize, dispatch, intake), sent on pg's pool directly.
+ * Prepared statements save Postgres a parse and plan per call; names are a hash of the text, so
+ * two texts never share a name. Whether to prepare is a setting; if prepared statements vanish
+ * anyway (26000: a pooler swapped the server connection, a DEALLOCATE), this instance stops
+ * preparing, because the same thing would happen again.
  */
-export async function lastRowsOfOneTrip<T>(ds: DataSource, statements: Array<{ text: string; values: unknown[] }>): Promise<T[]> {
-  const client = await pgPool(ds).connect();
-  try {
-    if (preparing.sql) {
-      try {
-        return await executePrepared<T>(client, statements);
-      } catch (err) {
-        // The whole implicit transaction was rolled back: nothing ran, so inlining is safe.
-        if (!isMissingPrepared(err)) throw err;
-        if (preparing.sql) log.warn('PREPAREd statements went missing on a connection (a pooler in transaction mode?): no longer preparing');
-        preparing.sql = false;
-      }
+export class PgStatements {
+  private readonly log = new Logger('Postgres');
+  private prepareNamed: boolean;
+  private prepareSql: boolean;
+  /** SQL-level prepared statements (PREPARE name AS …) made on each pooled connection. */
+  private readonly preparedOn = new WeakMap<object, Set<string>>();
+
+  constructor(
+    private readonly ds: DataSource,
+    options: PgStatementsOptions,
+  ) {
+    this.prepareNamed = options.prepare;
+    this.prepareSql = options.prepare;
+  }
+
+  /**
+   * One statement, outside any transaction: the 26000 fallback sends it again unnamed, which is
+   * only safe because nothing ran. Behind a transaction-pooling PgBouncer set
+   * `max_prepared_statements` (PgBouncer ≥ 1.21) or turn preparing off.
+   */
+  async preparedRows<T>(text: string, values: unknown[]): Promise<T[]> {
+    if (!this.prepareNamed) return this.ds.query(text, values);
+    try {
+      const res = await pgPool(this.ds).query({ name: nameOf('of_', text), text, values });
+      return res.rows as T[];
+    } catch (err) {
+      if (!isMissingPrepared(err)) throw err;
+      if (this.prepareNamed)
+        this.log.warn(
+          'prepared statements went missing on a connection (a pooler in transaction mode?): no longer preparing',
+        );
+      this.prepareNamed = false;
+      return this.ds.query(text, values);
     }
-    return lastRows<T>(await client.query(statements.map((s) => inlineParams(s.text, s.values)).join(';\n')));
-  } finally {
-    // A connection that broke is not queryable any more; pg-pool discards it on release.
-    client.release();
   }
-}
 
-async function executePrepared<T>(client: PoolClient, statements: Array<{ text: string; values: unknown[] }>): Promise<T[]> {
-  let prepared = preparedOn.get(client);
-  if (!prepared) preparedOn.set(client, (prepared = new Set()));
-  const named = statements.map((s) => ({ ...s, name: nameOf('ot_', s.text) }));
-  const missing = named.filter((s) => !prepared.has(s.name));
-  if (missing.length) {
-    await client.query(missing.map((s) => `PREPARE ${s.name} AS ${s.text}`).join(';\n'));
-    for (const s of missing) prepared.add(s.name);
+  /**
+   * Several statements in ONE round trip: the simple query protocol runs them as one implicit
+   * transaction, and under READ COMMITTED each statement takes its own snapshot — so a statement
+   * that waited for a row lock in an earlier one sees what the lock holder committed. The simple
+   * protocol has no bind parameters: each statement is PREPAREd once per connection and run as
+   * `EXECUTE name(literals)`, the values escaped (literal()). Answers the rows of the last statement.
+   */
+  async inOneRoundTrip<T>(statements: Statement[]): Promise<T[]> {
+    const client = await pgPool(this.ds).connect();
+    try {
+      if (this.prepareSql) {
+        try {
+          return await this.executePrepared<T>(client, statements);
+        } catch (err) {
+          // The whole implicit transaction was rolled back: nothing ran, so inlining is safe.
+          if (!isMissingPrepared(err)) throw err;
+          if (this.prepareSql)
+            this.log.warn(
+              'PREPAREd statements went missing on a connection (a pooler in transaction mode?): no longer preparing',
+            );
+          this.prepareSql = false;
+        }
+      }
+      return lastRows<T>(await client.query(statements.map((s) => inlineParams(s.text, s.values)).join(';\n')));
+    } finally {
+      // A connection that broke is not queryable any more; pg-pool discards it on release.
+      client.release();
+    }
   }
-  const sql = named.map((s) => `EXECUTE ${s.name}${s.values.length ? `(${s.values.map(literal).join(', ')})` : ''}`).join(';\n');
-  return lastRows<T>(await client.query(sql));
+
+  private async executePrepared<T>(client: PoolClient, statements: Statement[]): Promise<T[]> {
+    let prepared = this.preparedOn.get(client);
+    if (!prepared) this.preparedOn.set(client, (prepared = new Set()));
+    const named = statements.map((s) => ({ ...s, name: nameOf('ot_', s.text) }));
+    const missing = named.filter((s) => !prepared.has(s.name));
+    if (missing.length) {
+      await client.query(missing.map((s) => `PREPARE ${s.name} AS ${s.text}`).join(';\n'));
+      for (const s of missing) prepared.add(s.name);
+    }
+    const sql = named
+      .map((s) => `EXECUTE ${s.name}${s.values.length ? `(${s.values.map(literal).join(', ')})` : ''}`)
+      .join(';\n');
+    return lastRows<T>(await client.query(sql));
+  }
 }
 
 function lastRows<T>(res: QueryResult | QueryResult[]): T[] {

@@ -19,7 +19,15 @@ describe('CheckTransitions (readiness log lines)', () => {
     log.up('postgres');
     log.up('postgres');
     expect(lines).toEqual([
-      ['warn', { msg: 'readiness check is down', check: 'postgres', at: '10.0.0.7:5432', err: 'Connection terminated unexpectedly' }],
+      [
+        'warn',
+        {
+          msg: 'readiness check is down',
+          check: 'postgres',
+          at: '10.0.0.7:5432',
+          err: 'Connection terminated unexpectedly',
+        },
+      ],
       ['log', { msg: 'readiness check is up again', check: 'postgres' }],
     ]);
   });
@@ -37,7 +45,13 @@ describe('CheckTransitions (readiness log lines)', () => {
 
   it('keeps the addresses an AggregateError holds in its parts', () => {
     const { log, lines } = setup();
-    log.down('postgres', new AggregateError([new Error('connect ECONNREFUSED ::1:5432'), new Error('connect ECONNREFUSED 127.0.0.1:5432')]));
+    log.down(
+      'postgres',
+      new AggregateError([
+        new Error('connect ECONNREFUSED ::1:5432'),
+        new Error('connect ECONNREFUSED 127.0.0.1:5432'),
+      ]),
+    );
     expect(lines[0][1].err).toBe('AggregateError; connect ECONNREFUSED ::1:5432; connect ECONNREFUSED 127.0.0.1:5432');
   });
 });

@@ -19,7 +19,8 @@ export class CheckTransitions {
 
   /** `at` is the service's host:port: a driver's message ("Connection terminated") may not say. */
   down(check: string, err: unknown, at?: string): void {
-    if (this.last.get(check) !== 'down') this.logger.warn({ msg: 'readiness check is down', check, at, err: describe(err) });
+    if (this.last.get(check) !== 'down')
+      this.logger.warn({ msg: 'readiness check is down', check, at, err: describe(err) });
     this.last.set(check, 'down');
   }
 }

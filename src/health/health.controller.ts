@@ -15,6 +15,7 @@ import type { Response } from 'express';
 import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
 import { ApiPublic } from '../common/openapi';
+import { withTimeout } from '../common/with-timeout';
 import { where } from '../common/preflight';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
@@ -25,7 +26,7 @@ import { CheckTransitions } from './check-transitions';
 const CHECK_TIMEOUT_MS = 2000;
 
 function within<T>(p: Promise<T>, ms = CHECK_TIMEOUT_MS): Promise<T> {
-  return Promise.race([p, new Promise<T>((_, rej) => setTimeout(() => rej(new Error(`timed out after ${ms} ms`)), ms).unref())]);
+  return withTimeout(p, ms, 'the check', `timed out after ${ms} ms`);
 }
 
 /**

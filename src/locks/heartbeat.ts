@@ -1,3 +1,5 @@
+import { withTimeout } from '../common/with-timeout';
+
 export type LossReason = 'extend_failed' | 'extend_late' | 'extend_error' | 'check_failed' | 'stopped';
 
 export interface HeartbeatOptions {
@@ -71,7 +73,7 @@ export class Heartbeat {
     if (now >= this.validUntil || now - due > this.ttlMs / 3) return this.lose('extend_late');
     let ok: boolean;
     try {
-      ok = await withTimeout(this.extend(), this.validUntil - now);
+      ok = await withTimeout(this.extend(), this.validUntil - now, 'the lock extend', 'lock extend timed out');
     } catch (err) {
       this.options.onError?.(err);
       if (Date.now() >= this.validUntil) return this.lose('extend_error');
@@ -105,20 +107,4 @@ export class LockLostError extends Error {
   ) {
     super(`lease ${key} lost (${reason})`);
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('lock extend timed out')), Math.max(1, ms));
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(t);
-        reject(e);
-      },
-    );
-  });
 }

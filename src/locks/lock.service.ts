@@ -99,15 +99,15 @@ export class LockService {
 
   /**
    * Producer guard: a short SET NX so that a storm of identical requests does one piece of work.
-   * Returns the owner to pass to release(), or null when someone else is already at it.
+   * Returns the owner to pass to leaveGuard(), or null when someone else is already at it.
    */
-  async enterOnce(key: string, ttlMs: number): Promise<string | null> {
+  async enterGuard(key: string, ttlMs: number): Promise<string | null> {
     const owner = this.newOwner();
     const ok = await this.redis.set(`${this.prefix}:guard:${key}`, owner, 'PX', ttlMs, 'NX');
     return ok === 'OK' ? owner : null;
   }
 
-  async leave(key: string, owner: string): Promise<void> {
+  async leaveGuard(key: string, owner: string): Promise<void> {
     await this.run<number>(SCRIPTS.release, [`${this.prefix}:guard:${key}`, owner]);
   }
 }

@@ -20,12 +20,14 @@ export const WORKER_ID = Symbol('WORKER_ID');
     {
       provide: REDIS_CLIENT,
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) => new Redis(config.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true }),
+      useFactory: (config: AppConfig) =>
+        new Redis(config.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true }),
     },
     {
       provide: LOCK_SERVICE,
       inject: [REDIS_CLIENT, APP_CONFIG, WORKER_ID],
-      useFactory: (redis: Redis, config: AppConfig, workerId: string) => new LockService(redis, config.redisPrefix, workerId),
+      useFactory: (redis: Redis, config: AppConfig, workerId: string) =>
+        new LockService(redis, config.redisPrefix, workerId),
     },
     TaskLockService,
     ProcessorGuardCheck,

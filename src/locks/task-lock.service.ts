@@ -1,6 +1,6 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
-import { isDbUnavailableError } from '../database/transaction';
+import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { Heartbeat, LockLostError, ShutdownAbort } from './heartbeat';
 import { LockHandle, LockService } from './lock.service';
@@ -52,7 +52,8 @@ export class TaskLockService implements BeforeApplicationShutdown {
     queue
       .process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec))
       .catch((err: unknown) => {
-        if (!this.shuttingDown) this.logger.error({ msg: 'queue processing stopped', queue: queue.name, err: String(err) });
+        if (!this.shuttingDown)
+          this.logger.error({ msg: 'queue processing stopped', queue: queue.name, err: String(err) });
       });
   }
 
@@ -72,7 +73,13 @@ export class TaskLockService implements BeforeApplicationShutdown {
       // lock can have lapsed; the claim in Postgres then tells whether anything is left to do.
       const remaining = Math.max(0, await this.locks.remainingMs(key));
       const delay = remaining + 50 + Math.floor(Math.random() * 200);
-      this.logger.log({ msg: 'lock busy, job skipped for now', processor: spec.name, jobId: job.id, lockKey: key, retryInMs: delay });
+      this.logger.log({
+        msg: 'lock busy, job skipped for now',
+        processor: spec.name,
+        jobId: job.id,
+        lockKey: key,
+        retryInMs: delay,
+      });
       throw new RetryLaterError(delay, `lock ${key} is held by another worker`);
     }
     this.metrics.lockAcquisitions.inc({ result: 'acquired' });
@@ -108,7 +115,9 @@ export class TaskLockService implements BeforeApplicationShutdown {
       throw err;
     } finally {
       heartbeat.stop();
-      await this.locks.release(handle).catch((err) => this.logger.warn({ msg: 'lock release failed', lockKey: key, err: String(err) }));
+      await this.locks
+        .release(handle)
+        .catch((err) => this.logger.warn({ msg: 'lock release failed', lockKey: key, err: String(err) }));
       this.active.delete(activeId);
       settle();
     }
@@ -158,6 +167,7 @@ type InfraReason = 'postgres' | 'redis' | 'error';
 function infraReason(err: unknown): InfraReason {
   if (isDbUnavailableError(err)) return 'postgres';
   const e = err as { name?: string; message?: string };
-  if (e?.name === 'MaxRetriesPerRequestError' || /Connection is closed|Stream isn't writeable/.test(e?.message ?? '')) return 'redis';
+  if (e?.name === 'MaxRetriesPerRequestError' || /Connection is closed|Stream isn't writeable/.test(e?.message ?? ''))
+    return 'redis';
   return 'error';
 }

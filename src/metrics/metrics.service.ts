@@ -3,7 +3,15 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 /** Where a duplicate was stopped; label values of onceflow_duplicates_suppressed_total. */
 export type DuplicateGuard =
-  'producer_guard' | 'job_id' | 'run_lock' | 'claim' | 'fence' | 'delivery_dedupe' | 'business_key' | 'self_actor' | 'idempotency_key';
+  | 'producer_guard'
+  | 'job_id'
+  | 'run_lock'
+  | 'claim'
+  | 'fence'
+  | 'delivery_dedupe'
+  | 'business_key'
+  | 'self_actor'
+  | 'idempotency_key';
 
 /**
  * One registry per application instance (two Nest apps in one test process must not share

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../database/transaction';
+import { queryRows } from '../database/query-rows';
 import type { SlackMessage } from './slack.client';
 
 /** A row this deliverer holds. `attempts` (after the claim's increment) doubles as the claim's fencing token. */
@@ -13,7 +13,7 @@ export interface ClaimedNotification {
 }
 
 /** Why a claim did not happen: nothing left to do, or look again after `delayMs`. */
-export type ClaimMiss = { kind: 'gone'; reason: string } | { kind: 'wait'; delayMs: number; reason: string };
+export type ClaimMiss = { kind: 'skip'; reason: string } | { kind: 'later'; delayMs: number; reason: string };
 
 const MS = `* interval '1 millisecond'`;
 
@@ -22,7 +22,7 @@ const MS = `* interval '1 millisecond'`;
  * two deliverers can never both believe they hold a row.
  */
 @Injectable()
-export class NotificationClaims {
+export class NotificationClaimsRepository {
   constructor(@InjectDataSource() private readonly ds: DataSource) {}
 
   /**
@@ -45,20 +45,26 @@ export class NotificationClaims {
   }
 
   async whyNot(id: string, maxAttempts: number): Promise<ClaimMiss> {
-    const rows: Array<{ status: string; attempts: number; due_ms: number; claim_ms: number | null }> = await this.ds.query(
-      `SELECT status, attempts,
+    const rows: Array<{ status: string; attempts: number; due_ms: number; claim_ms: number | null }> =
+      await this.ds.query(
+        `SELECT status, attempts,
               EXTRACT(EPOCH FROM (next_attempt_at - now())) * 1000 AS due_ms,
               EXTRACT(EPOCH FROM (claimed_until - now())) * 1000 AS claim_ms
          FROM notification_logs WHERE id = $1`,
-      [id],
-    );
+        [id],
+      );
     const r = rows[0];
-    if (!r) return { kind: 'gone', reason: 'no such notification' };
-    if (r.status !== 'PENDING') return { kind: 'gone', reason: `already ${r.status}` };
+    if (!r) return { kind: 'skip', reason: 'no such notification' };
+    if (r.status !== 'PENDING') return { kind: 'skip', reason: `already ${r.status}` };
     const claimMs = r.claim_ms === null ? 0 : Number(r.claim_ms);
-    if (claimMs > 0) return { kind: 'wait', delayMs: Math.ceil(claimMs) + 100, reason: 'claimed by another deliverer' };
-    if (r.attempts >= maxAttempts) return { kind: 'gone', reason: 'out of attempts (the sweeper fails it)' };
-    return { kind: 'wait', delayMs: Math.max(20, Math.ceil(Number(r.due_ms)) + 20), reason: 'next attempt not due yet' };
+    if (claimMs > 0)
+      return { kind: 'later', delayMs: Math.ceil(claimMs) + 100, reason: 'claimed by another deliverer' };
+    if (r.attempts >= maxAttempts) return { kind: 'skip', reason: 'out of attempts (the sweeper fails it)' };
+    return {
+      kind: 'later',
+      delayMs: Math.max(20, Math.ceil(Number(r.due_ms)) + 20),
+      reason: 'next attempt not due yet',
+    };
   }
 
   /** Heartbeat: keeps our claim alive; false = the claim is no longer ours (taken over or finished). */

@@ -1,10 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { isTransientDbError } from '../database/transaction';
+import { retryWithBackoff } from '../common/backoff';
+import { isTransientDbError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { Heartbeat } from '../locks/heartbeat';
-import { ClaimedNotification, ClaimMiss, NotificationClaims } from './notification-claims.repository';
+import { ClaimedNotification, ClaimMiss, NotificationClaimsRepository } from './notification-claims.repository';
 import { notificationRetryDelayMs } from './retry-backoff';
 import { SlackClient, SlackOutcome } from './slack.client';
 
@@ -22,7 +23,7 @@ const RECORD_SENT_DEADLINE_MS = 60_000;
  * How long a POST may still finish after its claim or lock was lost. A worker that stalled (GC,
  * CPU starvation) wakes up with its heartbeat timer first and Slack's answer still unread in the
  * socket: dropping the POST there would forget a 200 and let the next holder post the message
- * again (chaos "stores", seed 265710487). The grace lets such an answer be read and recorded;
+ * again. The grace lets such an answer be read and recorded;
  * a POST that is really hanging is still dropped.
  */
 export const POST_ABORT_GRACE_MS = 300;
@@ -34,11 +35,11 @@ export const POST_ABORT_GRACE_MS = 300;
  * a message (see docs/notifications.md).
  */
 @Injectable()
-export class NotificationDelivery {
-  private readonly logger = new Logger(NotificationDelivery.name);
+export class NotificationDeliveryService {
+  private readonly logger = new Logger(NotificationDeliveryService.name);
 
   constructor(
-    private readonly claims: NotificationClaims,
+    private readonly claims: NotificationClaimsRepository,
     private readonly slack: SlackClient,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -50,18 +51,24 @@ export class NotificationDelivery {
 
   async deliver(notificationId: string, signal?: AbortSignal): Promise<DeliveryResult> {
     // A replica without a URL must not burn the attempts of rows a configured replica wrote.
-    if (!this.slack.configured) return { kind: 'gone', reason: 'SLACK_WEBHOOK_URL is not set in this process' };
-    if (signal?.aborted) return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'lock lost before the claim' };
+    if (!this.slack.configured) return { kind: 'skip', reason: 'SLACK_WEBHOOK_URL is not set in this process' };
+    if (signal?.aborted) return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'lock lost before the claim' };
     const max = this.config.notifyMaxAttempts;
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
-    const keeper = new Heartbeat(() => this.claims.extend(claim, this.leaseMs), this.leaseMs, `notification ${notificationId}`, {
-      onError: (err) => this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
-    }).start();
+    const keeper = new Heartbeat(
+      () => this.claims.extend(claim, this.leaseMs),
+      this.leaseMs,
+      `notification ${notificationId}`,
+      {
+        onError: (err) =>
+          this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
+      },
+    ).start();
     const lost = [keeper.signal, ...(signal ? [signal] : [])];
     if (lost.some((s) => s.aborted)) {
       keeper.stop();
-      return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim or lock lost before the POST' };
+      return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'claim or lock lost before the POST' };
     }
     // A POST in flight is dropped only when the claim in Postgres is lost (taken over, or our own
     // extend came too late: we stalled). The Redis lock alone is also lost when Redis restarts
@@ -93,15 +100,24 @@ export class NotificationDelivery {
         // Claim or lock lost mid-POST: we cannot know whether Slack got it, and the row is no
         // longer ours to write. Its next holder takes it once the (no longer extended) lease lapses.
         this.logger.warn({ msg: 'notification post aborted: claim or lock lost', ...log });
-        return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim or lock lost while posting' };
+        return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'claim or lock lost while posting' };
       case 'permanent':
         return this.fail(claim, outcome.error);
       case 'transient': {
         if (claim.attempts >= this.config.notifyMaxAttempts) return this.fail(claim, outcome.error);
-        const delayMs = notificationRetryDelayMs(claim.attempts, this.config.notifyRetryBaseDelayMs, outcome.retryAfterMs);
+        const delayMs = notificationRetryDelayMs(
+          claim.attempts,
+          this.config.notifyRetryBaseDelayMs,
+          outcome.retryAfterMs,
+        );
         if (!(await this.claims.markRetry(claim, delayMs, outcome.error))) return this.takenOver(claim);
         this.metrics.notifications.inc({ outcome: 'retried' });
-        this.logger.warn({ msg: 'notification attempt failed; will retry', ...log, retryInMs: delayMs, error: outcome.error });
+        this.logger.warn({
+          msg: 'notification attempt failed; will retry',
+          ...log,
+          retryInMs: delayMs,
+          error: outcome.error,
+        });
         return { kind: 'retry', delayMs, error: outcome.error };
       }
     }
@@ -110,27 +126,40 @@ export class NotificationDelivery {
   private async fail(claim: ClaimedNotification, error: string): Promise<DeliveryResult> {
     if (!(await this.claims.markFailed(claim, error))) return this.takenOver(claim);
     this.metrics.notifications.inc({ outcome: 'failed' });
-    this.logger.error({ msg: 'notification FAILED', notificationId: claim.id, runId: claim.runId, attempts: claim.attempts, error });
+    this.logger.error({
+      msg: 'notification FAILED',
+      notificationId: claim.id,
+      runId: claim.runId,
+      attempts: claim.attempts,
+      error,
+    });
     return { kind: 'failed', error };
   }
 
   private takenOver(claim: ClaimedNotification): DeliveryResult {
-    this.logger.warn({ msg: 'notification claim was taken over; recording nothing', notificationId: claim.id, attempt: claim.attempts });
-    return { kind: 'wait', delayMs: this.leaseMs + 100, reason: 'claim taken over by another deliverer' };
+    this.logger.warn({
+      msg: 'notification claim was taken over; recording nothing',
+      notificationId: claim.id,
+      attempt: claim.attempts,
+    });
+    return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'claim taken over by another deliverer' };
   }
 
   /** Slack has the message: keep trying to say so through a database blip, or the next holder posts it again. */
   private async recordSent(claim: ClaimedNotification): Promise<boolean> {
-    const deadline = Date.now() + RECORD_SENT_DEADLINE_MS;
-    for (let delay = 50; ; delay = Math.min(delay * 2, 2000)) {
-      try {
-        return await this.claims.markSent(claim.id);
-      } catch (err) {
-        if (!isTransientDbError(err) || Date.now() > deadline) throw err;
-        this.logger.warn({ msg: 'recording a sent notification failed; retrying', notificationId: claim.id, retryInMs: delay, err: String(err) });
-        await new Promise((r) => setTimeout(r, delay));
-      }
-    }
+    return retryWithBackoff(() => this.claims.markSent(claim.id), {
+      retryable: isTransientDbError,
+      firstDelayMs: 50,
+      maxDelayMs: 2000,
+      deadline: Date.now() + RECORD_SENT_DEADLINE_MS,
+      onRetry: (err, delay) =>
+        this.logger.warn({
+          msg: 'recording a sent notification failed; retrying',
+          notificationId: claim.id,
+          retryInMs: delay,
+          err: String(err),
+        }),
+    });
   }
 }
 

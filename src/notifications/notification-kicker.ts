@@ -1,6 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
+import { withTimeout } from '../common/with-timeout';
 import { notificationJobId } from '../queues/job-ids';
 import { NOTIFICATIONS_QUEUE, NotificationJobData } from '../queues/queue-names';
 
@@ -21,16 +22,19 @@ export class NotificationKicker {
 
   /** Never throws: a lost kick is the sweeper's business. */
   async kick(notificationId: string): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${KICK_TIMEOUT_MS} ms`)), KICK_TIMEOUT_MS);
-    });
     try {
-      await Promise.race([this.enqueue(notificationId, 0), timeout]);
+      await withTimeout(
+        this.enqueue(notificationId, 0),
+        KICK_TIMEOUT_MS,
+        'the kick',
+        `no answer from Redis within ${KICK_TIMEOUT_MS} ms`,
+      );
     } catch (err) {
-      this.logger.warn({ msg: 'notification kick failed; the sweeper will deliver it', notificationId, err: String(err) });
-    } finally {
-      clearTimeout(timer);
+      this.logger.warn({
+        msg: 'notification kick failed; the sweeper will deliver it',
+        notificationId,
+        err: String(err),
+      });
     }
   }
 

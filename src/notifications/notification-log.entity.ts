@@ -1,4 +1,13 @@
-import { Check, Column, CreateDateColumn, Entity, Index, PrimaryGeneratedColumn, Unique, UpdateDateColumn } from 'typeorm';
+import {
+  Check,
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  PrimaryGeneratedColumn,
+  Unique,
+  UpdateDateColumn,
+} from 'typeorm';
 
 /** One message per (run, event, channel): the outbox row is the promise to deliver it. */
 export const UQ_NOTIFICATION_LOGS_RUN_EVENT = 'uq_notification_logs_run_event';

@@ -3,7 +3,7 @@ import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { MetricsService } from '../metrics/metrics.service';
 import { ScheduledTasks } from '../scheduler/scheduled-tasks.service';
-import { NotificationClaims } from './notification-claims.repository';
+import { NotificationClaimsRepository } from './notification-claims.repository';
 import { NotificationKicker } from './notification-kicker';
 
 export const NOTIFICATION_SWEEP_TASK = 'notifications.sweep';
@@ -23,7 +23,7 @@ export class NotificationSweeper implements OnModuleInit {
 
   constructor(
     private readonly scheduled: ScheduledTasks,
-    private readonly claims: NotificationClaims,
+    private readonly claims: NotificationClaimsRepository,
     private readonly kicker: NotificationKicker,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,

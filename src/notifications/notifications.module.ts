@@ -1,8 +1,8 @@
 import { DynamicModule, Module, Provider } from '@nestjs/common';
 import { AppConfig, AppRole, roleRunsScheduler, roleRunsWorkers, roleServesApi } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { NotificationClaims } from './notification-claims.repository';
-import { NotificationDelivery } from './notification-delivery.service';
+import { NotificationClaimsRepository } from './notification-claims.repository';
+import { NotificationDeliveryService } from './notification-delivery.service';
 import { NotificationSweeper } from './notification-sweeper';
 import { NotificationsController } from './notifications.controller';
 import { NotificationsProcessor } from './notifications.processor';
@@ -28,8 +28,8 @@ export class NotificationsModule {
     const scheduler = roleRunsScheduler(role);
     const api = roleServesApi(role);
     const providers: Provider[] = [
-      ...(worker || scheduler ? [NotificationClaims] : []),
-      ...(worker ? [slackClient, NotificationDelivery, NotificationsProcessor] : []),
+      ...(worker || scheduler ? [NotificationClaimsRepository] : []),
+      ...(worker ? [slackClient, NotificationDeliveryService, NotificationsProcessor] : []),
       ...(scheduler ? [NotificationSweeper] : []),
       ...(api ? [NotificationsService] : []),
     ];

@@ -7,7 +7,7 @@ import { RetryLaterError } from '../locks/retry-later.error';
 import { Lease, TaskLockService } from '../locks/task-lock.service';
 import { notificationLockKey } from '../queues/job-ids';
 import { NOTIFICATIONS_QUEUE, NotificationJobData } from '../queues/queue-names';
-import { NotificationDelivery } from './notification-delivery.service';
+import { NotificationDeliveryService } from './notification-delivery.service';
 
 export type NotificationJobOutcome = 'sent' | 'failed' | 'gone';
 
@@ -23,7 +23,7 @@ export class NotificationsProcessor implements OnModuleInit {
   constructor(
     @InjectQueue(NOTIFICATIONS_QUEUE) private readonly queue: Queue<NotificationJobData>,
     private readonly taskLock: TaskLockService,
-    private readonly delivery: NotificationDelivery,
+    private readonly delivery: NotificationDeliveryService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -48,8 +48,10 @@ export class NotificationsProcessor implements OnModuleInit {
     switch (result.kind) {
       case 'retry':
         throw new RetryLaterError(result.delayMs, result.error);
-      case 'wait':
+      case 'later':
         throw new RetryLaterError(result.delayMs, result.reason);
+      case 'skip':
+        return 'gone';
       default:
         return result.kind;
     }

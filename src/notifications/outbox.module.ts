@@ -12,7 +12,8 @@ import { OutboxWriter } from './outbox.writer';
     {
       provide: OutboxWriter,
       inject: [APP_CONFIG, MetricsService],
-      useFactory: (config: AppConfig, metrics: MetricsService) => new OutboxWriter({ slackConfigured: Boolean(config.slackWebhookUrl) }, metrics),
+      useFactory: (config: AppConfig, metrics: MetricsService) =>
+        new OutboxWriter({ slackConfigured: Boolean(config.slackWebhookUrl) }, metrics),
     },
   ],
   exports: [OutboxWriter, NotificationKicker],

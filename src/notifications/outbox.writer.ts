@@ -1,7 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import type { NamedStatement } from '../database/named-params';
+import { Queryable, queryRows } from '../database/query-rows';
 import type { MetricsService } from '../metrics/metrics.service';
-import { NotificationChannel, NotificationEventType, NotificationStatus } from './notification-log.entity';
+import {
+  NotificationChannel,
+  NotificationEventType,
+  NotificationStatus,
+  UQ_NOTIFICATION_LOGS_RUN_EVENT,
+} from './notification-log.entity';
 
 export interface OutboxMessage {
   runId: string;
@@ -10,16 +17,9 @@ export interface OutboxMessage {
   blocks?: unknown[];
 }
 
-/** The outbox row as a CTE of the caller's statement: see OutboxWriter.cte(). */
-export interface OutboxCte {
-  /** `outbox AS (INSERT … SELECT … FROM <source> … RETURNING id)`. */
-  sql: string;
-  params: unknown[];
-}
-
 const COLUMNS = '(run_id, event_type, channel, status, message, last_error)';
-// ON CONFLICT DO NOTHING on uq_notification_logs_run_event: a duplicate finalize adds nothing.
-const ON_CONFLICT = 'ON CONFLICT ON CONSTRAINT uq_notification_logs_run_event DO NOTHING RETURNING id';
+// A duplicate finalize adds nothing.
+const ON_CONFLICT = `ON CONFLICT ON CONSTRAINT ${UQ_NOTIFICATION_LOGS_RUN_EVENT} DO NOTHING RETURNING id`;
 
 /**
  * Writes the outbox row in the same transaction as the run's terminal transition, so the promise
@@ -36,7 +36,7 @@ export class OutboxWriter {
   async add(em: EntityManager, msg: OutboxMessage, channel: NotificationChannel = 'slack'): Promise<string | null> {
     const rows: Array<{ id: string }> = await em.query(
       `INSERT INTO notification_logs ${COLUMNS} VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::jsonb, $6::text) ${ON_CONFLICT}`,
-      [msg.runId, ...this.values(msg, channel)],
+      [msg.runId, ...Object.values(this.values(msg, channel))],
     );
     const id = rows[0]?.id ?? null;
     this.written(id);
@@ -46,17 +46,26 @@ export class OutboxWriter {
   /**
    * The row as a data-modifying CTE named `outbox`, for a statement in which `source` (a CTE or
    * table) yields the run's row as `id` when the transition happened, and nothing otherwise.
-   * Parameters are numbered from `firstParam`.
+   * Its values are named `outbox*`, so they cannot collide with the statement's own.
    */
-  cte(msg: Omit<OutboxMessage, 'runId'>, source: string, firstParam: number, channel: NotificationChannel = 'slack'): OutboxCte {
-    const params = this.values(msg, channel);
-    const p = (i: number) => `$${firstParam + i}`;
-    const sql = `outbox AS (
+  cte(msg: Omit<OutboxMessage, 'runId'>, source: string, channel: NotificationChannel = 'slack'): NamedStatement {
+    const text = `outbox AS (
         INSERT INTO notification_logs ${COLUMNS}
-        SELECT ${source}.id, ${p(0)}::text, ${p(1)}::text, ${p(2)}::text, ${p(3)}::jsonb, ${p(4)}::text FROM ${source}
+        SELECT ${source}.id, :outboxEventType::text, :outboxChannel::text, :outboxStatus::text, :outboxMessage::jsonb, :outboxLastError::text
+          FROM ${source}
         ${ON_CONFLICT}
       )`;
-    return { sql, params };
+    return { text, values: this.values(msg, channel) };
+  }
+
+  /** The id of the run's newest outbox row, to settle a finalize whose commit answer was lost. */
+  async latestIdForRun(db: Queryable, runId: string): Promise<string | null> {
+    const rows = await queryRows<{ id: string }>(
+      db,
+      'SELECT id FROM notification_logs WHERE run_id = $1 ORDER BY created_at DESC LIMIT 1',
+      [runId],
+    );
+    return rows[0]?.id ?? null;
   }
 
   /**
@@ -67,10 +76,16 @@ export class OutboxWriter {
     if (id && !this.channels.slackConfigured) this.metrics?.notifications.inc({ outcome: 'skipped' });
   }
 
-  private values(msg: Omit<OutboxMessage, 'runId'>, channel: NotificationChannel): unknown[] {
+  private values(msg: Omit<OutboxMessage, 'runId'>, channel: NotificationChannel) {
     // Without a Slack URL the row is still written (SKIPPED) so an operator sees why nothing went out.
     const status = this.channels.slackConfigured ? NotificationStatus.PENDING : NotificationStatus.SKIPPED;
     const lastError = status === NotificationStatus.SKIPPED ? 'SLACK_WEBHOOK_URL is not set' : null;
-    return [msg.eventType, channel, status, JSON.stringify({ text: msg.text, blocks: msg.blocks }), lastError];
+    return {
+      outboxEventType: msg.eventType,
+      outboxChannel: channel,
+      outboxStatus: status,
+      outboxMessage: JSON.stringify({ text: msg.text, blocks: msg.blocks }),
+      outboxLastError: lastError,
+    };
   }
 }

@@ -6,7 +6,12 @@ export const NOTIFY_RETRY_MAX_DELAY_MS = 15 * 60_000;
  * (half fixed, half random), so a retry never fires right on the heels of a failure while a burst
  * of failures (a Slack outage) still spreads out. A 429's Retry-After wins over the formula.
  */
-export function notificationRetryDelayMs(attempt: number, baseMs: number, retryAfterMs?: number, random: () => number = Math.random): number {
+export function notificationRetryDelayMs(
+  attempt: number,
+  baseMs: number,
+  retryAfterMs?: number,
+  random: () => number = Math.random,
+): number {
   if (retryAfterMs !== undefined) return Math.min(NOTIFY_RETRY_MAX_DELAY_MS, Math.max(0, Math.ceil(retryAfterMs)));
   const ceiling = Math.min(NOTIFY_RETRY_MAX_DELAY_MS, baseMs * Math.pow(2, Math.max(0, attempt - 1)));
   return Math.ceil(ceiling / 2 + (random() * ceiling) / 2);

@@ -39,26 +39,44 @@ describe('SlackClient', () => {
     };
     const blocks = [{ type: 'section', text: { type: 'mrkdwn', text: 'hi' } }];
     await expect(client().post({ text: 'hello', blocks })).resolves.toEqual({ kind: 'ok' });
-    expect(seen).toEqual({ method: 'POST', url: secretPath, type: 'application/json', body: { text: 'hello', blocks } });
+    expect(seen).toEqual({
+      method: 'POST',
+      url: secretPath,
+      type: 'application/json',
+      body: { text: 'hello', blocks },
+    });
   });
 
   it('reads Retry-After from a 429', async () => {
     answer(429, 'rate_limited', { 'retry-after': '3' });
-    await expect(client().post({ text: 'x' })).resolves.toEqual({ kind: 'transient', error: 'Slack answered 429: rate_limited', retryAfterMs: 3000 });
+    await expect(client().post({ text: 'x' })).resolves.toEqual({
+      kind: 'transient',
+      error: 'Slack answered 429: rate_limited',
+      retryAfterMs: 3000,
+    });
   });
 
   it('retries 5xx and 408, gives up on other 4xx', async () => {
     answer(500, 'boom');
-    await expect(client().post({ text: 'x' })).resolves.toMatchObject({ kind: 'transient', error: 'Slack answered 500: boom' });
+    await expect(client().post({ text: 'x' })).resolves.toMatchObject({
+      kind: 'transient',
+      error: 'Slack answered 500: boom',
+    });
     answer(408);
     await expect(client().post({ text: 'x' })).resolves.toMatchObject({ kind: 'transient' });
     answer(404, 'no_service');
-    await expect(client().post({ text: 'x' })).resolves.toEqual({ kind: 'permanent', error: 'Slack answered 404: no_service' });
+    await expect(client().post({ text: 'x' })).resolves.toEqual({
+      kind: 'permanent',
+      error: 'Slack answered 404: no_service',
+    });
   });
 
   it('times out a silent Slack as a transient failure', async () => {
     handler = () => undefined; // never answers
-    await expect(client(200).post({ text: 'x' })).resolves.toEqual({ kind: 'transient', error: 'Slack did not answer within 200 ms' });
+    await expect(client(200).post({ text: 'x' })).resolves.toEqual({
+      kind: 'transient',
+      error: 'Slack did not answer within 200 ms',
+    });
   });
 
   it("reports the caller's abort as such, not as a failure", async () => {
@@ -79,6 +97,9 @@ describe('SlackClient', () => {
   });
 
   it('does nothing without a URL', async () => {
-    await expect(new SlackClient(undefined).post({ text: 'x' })).resolves.toEqual({ kind: 'permanent', error: 'SLACK_WEBHOOK_URL is not set' });
+    await expect(new SlackClient(undefined).post({ text: 'x' })).resolves.toEqual({
+      kind: 'permanent',
+      error: 'SLACK_WEBHOOK_URL is not set',
+    });
   });
 });

@@ -59,7 +59,8 @@ export class SlackClient {
     }
     const body = this.redact((await res.text().catch(() => '')).trim().slice(0, 200));
     const error = `Slack answered ${res.status}${body ? `: ${body}` : ''}`;
-    if (res.status === 429) return { kind: 'transient', error, retryAfterMs: parseRetryAfterMs(res.headers.get('retry-after')) };
+    if (res.status === 429)
+      return { kind: 'transient', error, retryAfterMs: parseRetryAfterMs(res.headers.get('retry-after')) };
     if (res.status >= 400 && res.status < 500 && res.status !== 408) return { kind: 'permanent', error };
     return { kind: 'transient', error };
   }

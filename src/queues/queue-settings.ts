@@ -13,7 +13,10 @@ export const BACKOFF = 'onceflow';
  * attempt count, shared by every worker that takes the job; a job that already retried for
  * explicit reasons starts further up the curve, still under the cap.
  */
-export function infraRetryDelayMs(attemptsMade: number, config: Pick<AppConfig, 'infraRetryBaseDelayMs' | 'infraRetryMaxDelayMs'>): number {
+export function infraRetryDelayMs(
+  attemptsMade: number,
+  config: Pick<AppConfig, 'infraRetryBaseDelayMs' | 'infraRetryMaxDelayMs'>,
+): number {
   return Math.max(1, fullJitterDelayMs(attemptsMade, config.infraRetryBaseDelayMs, config.infraRetryMaxDelayMs));
 }
 
@@ -37,7 +40,9 @@ export function queueOptions(config: AppConfig): QueueOptions {
       drainDelay: 1,
       backoffStrategies: {
         [BACKOFF]: (attemptsMade: number, err: Error & { retryDelayMs?: number }) =>
-          typeof err?.retryDelayMs === 'number' ? Math.max(1, Math.round(err.retryDelayMs)) : infraRetryDelayMs(attemptsMade, config),
+          typeof err?.retryDelayMs === 'number'
+            ? Math.max(1, Math.round(err.retryDelayMs))
+            : infraRetryDelayMs(attemptsMade, config),
       },
     },
     defaultJobOptions: {

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import { DataSource } from 'typeorm';
-import { conflict, notFound } from '../common/domain-error';
+import { runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
@@ -48,15 +48,24 @@ export class DispatchService {
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
   retry(runId: string): Promise<DispatchView> {
-    return this.guarded(runId, [RunStatus.FAILED], 'retry requested', ['attempts = 0', 'last_error = NULL', 'finished_at = NULL']);
+    return this.guarded(runId, [RunStatus.FAILED], 'retry requested', [
+      'attempts = 0',
+      'last_error = NULL',
+      'finished_at = NULL',
+    ]);
   }
 
-  private async guarded(runId: string, from: RunStatus[], reason: string, extraSets: string[] = []): Promise<DispatchView> {
+  private async guarded(
+    runId: string,
+    from: RunStatus[],
+    reason: string,
+    extraSets: string[] = [],
+  ): Promise<DispatchView> {
     const guardKey = `dispatch:${runId}`;
-    const owner = await this.locks.enterOnce(guardKey, 5000);
+    const owner = await this.locks.enterGuard(guardKey, 5000);
     if (!owner) {
       this.metrics.duplicate('producer_guard');
-      throw conflict('a dispatch of this run is already in progress');
+      throw new RunsError(RunsErrorCode.DISPATCH_IN_PROGRESS, 'a dispatch of this run is already in progress');
     }
     try {
       const row = await this.transitions.transition(runId, {
@@ -69,7 +78,7 @@ export class DispatchService {
       if (!row) return await this.refuse(runId, from);
       return await this.enqueue(row);
     } finally {
-      await this.locks.leave(guardKey, owner).catch(() => undefined);
+      await this.locks.leaveGuard(guardKey, owner).catch(() => undefined);
     }
   }
 
@@ -87,11 +96,13 @@ export class DispatchService {
 
   private async refuse(runId: string, from: RunStatus[]): Promise<never> {
     const rows: Array<{ status: RunStatus }> = await this.ds.query('SELECT status FROM runs WHERE id = $1', [runId]);
-    if (!rows[0]) throw notFound('run', runId);
+    if (!rows[0]) throw runNotFound(runId);
     this.metrics.duplicate('claim');
     const status = rows[0].status;
     const why =
-      from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED ? `only a FAILED run can be retried; run is ${status}` : WHY_NOT[status];
-    throw conflict(why ?? `run is ${status}`);
+      from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED
+        ? `only a FAILED run can be retried; run is ${status}`
+        : WHY_NOT[status];
+    throw new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, why ?? `run is ${status}`);
   }
 }

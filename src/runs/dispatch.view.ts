@@ -9,6 +9,9 @@ export class DispatchView {
   @ApiProperty({ enum: [RunStatus.QUEUED] })
   status: RunStatus.QUEUED;
 
-  @ApiProperty({ example: 'run.5f0c2a9e-1f1b-4c1e-9d0a-2f8a4f1d7c11.g1', description: 'The Bull job id: run.<run id>.g<dispatch generation>' })
+  @ApiProperty({
+    example: 'run.5f0c2a9e-1f1b-4c1e-9d0a-2f8a4f1d7c11.g1',
+    description: 'The Bull job id: run.<run id>.g<dispatch generation>',
+  })
   jobId: string;
 }

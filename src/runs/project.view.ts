@@ -15,7 +15,12 @@ export class ProjectView {
   @ApiProperty({ type: 'integer', minimum: 1, description: 'Cap on RUNNING runs of the project' })
   maxConcurrentRuns: number;
 
-  @ApiProperty({ type: String, nullable: true, example: 'plane', description: 'Set for a project created from a Plane project' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    example: 'plane',
+    description: 'Set for a project created from a Plane project',
+  })
   externalProvider: string | null;
 
   @ApiProperty({ type: String, nullable: true, description: 'The external project id (for Plane: its project id)' })
@@ -33,7 +38,11 @@ export class ProjectPage {
   @ApiProperty({ type: [ProjectView] })
   items: ProjectView[];
 
-  @ApiProperty({ type: String, nullable: true, description: 'Pass as `cursor` for the next page; null on the last one' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'Pass as `cursor` for the next page; null on the last one',
+  })
   nextCursor: string | null;
 }
 

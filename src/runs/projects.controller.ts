@@ -2,12 +2,12 @@ import { Body, Controller, Get, Headers, HttpCode, Param, ParseUUIDPipe, Post, Q
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
 import { RequireApiKey } from '../common/api-key.guard';
-import { DomainError } from '../common/domain-error';
+import { IdempotencyError, IdempotencyErrorCode } from './idempotency/idempotency.errors';
 import { ApiErrors } from '../common/openapi';
 import { PageQuery } from '../common/page.query';
 import { CreateProjectDto } from './dto/create-project.dto';
 import { CreateRunDto } from './dto/create-run.dto';
-import { fingerprint, IdempotencyService } from './idempotency.service';
+import { fingerprint, IdempotencyService } from './idempotency/idempotency.service';
 import { ProjectPage, ProjectView, toProjectView } from './project.view';
 import { ProjectsService } from './projects.service';
 import { RunRow } from './run-transitions.repository';
@@ -61,7 +61,12 @@ export class ProjectsController {
   @ApiCreatedResponse({
     description: 'The run: PENDING, or QUEUED with dispatch: true (a replay carries Idempotent-Replayed: true)',
     type: RunView,
-    headers: { 'Idempotent-Replayed': { description: '"true" when this is the stored answer of an earlier request', schema: { type: 'string' } } },
+    headers: {
+      'Idempotent-Replayed': {
+        description: '"true" when this is the stored answer of an earlier request',
+        schema: { type: 'string' },
+      },
+    },
   })
   @ApiErrors({
     400: 'Invalid id, body or Idempotency-Key',
@@ -77,8 +82,15 @@ export class ProjectsController {
   ): Promise<RunView> {
     const input = { projectId, requirement: dto.requirement, dispatch: dto.dispatch ?? false };
     if (key === undefined) return this.runs.create(input);
-    if (!KEY_PATTERN.test(key)) throw new DomainError(400, 'Bad Request', 'Idempotency-Key must be 1-255 visible ASCII characters');
-    const print = fingerprint('POST', `/api/projects/${projectId}/runs`, { requirement: input.requirement, dispatch: input.dispatch });
+    if (!KEY_PATTERN.test(key))
+      throw new IdempotencyError(
+        IdempotencyErrorCode.KEY_INVALID,
+        'Idempotency-Key must be 1-255 visible ASCII characters',
+      );
+    const print = fingerprint('POST', `/api/projects/${projectId}/runs`, {
+      requirement: input.requirement,
+      dispatch: input.dispatch,
+    });
     const answer = await this.idempotency.execute<RunRow>(key, print, async (em) => {
       const run = await this.runs.createInTx(em, input);
       return { status: 201, body: toRunView(run), after: run };

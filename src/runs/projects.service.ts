@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { conflict, DomainError, notFound } from '../common/domain-error';
-import { pgConstraint, pgErrorCode } from '../database/transaction';
+import { projectNotFound, RunsError, RunsErrorCode } from './runs.errors';
+import { pgConstraint, pgErrorCode } from '../database/pg-errors';
 import { ProjectEntity, UQ_PROJECTS_NAME } from './entities/project.entity';
 import { confineToRoot } from './workspace-path';
 import { afterCursor, CREATED_US, toPage } from '../common/cursor';
@@ -63,7 +63,7 @@ export class ProjectsService {
       });
     } catch (err) {
       if (pgErrorCode(err) === '23505' && pgConstraint(err) === UQ_PROJECTS_NAME) {
-        throw conflict(`a project named "${input.name}" already exists`);
+        throw new RunsError(RunsErrorCode.PROJECT_NAME_TAKEN, `a project named "${input.name}" already exists`);
       }
       throw err;
     }
@@ -96,14 +96,17 @@ export class ProjectsService {
     await em.query('SELECT pg_advisory_xact_lock($1)', [WORKSPACE_CLAIM_LOCK]);
     const taken: Array<{ id: string }> = await em.query(OVERLAPPING_PROJECT, [path, join(root, '/')]);
     if (taken.length > 0) {
-      throw new DomainError(400, 'Bad Request', `workspacePath overlaps the workspace of project ${taken[0].id}`);
+      throw new RunsError(
+        RunsErrorCode.WORKSPACE_OVERLAPS,
+        `workspacePath overlaps the workspace of project ${taken[0].id}`,
+      );
     }
     return path;
   }
 
   async get(id: string): Promise<ProjectEntity> {
     const project = await this.ds.getRepository(ProjectEntity).findOneBy({ id });
-    if (!project) throw notFound('project', id);
+    if (!project) throw projectNotFound(id);
     return project;
   }
 

@@ -6,7 +6,10 @@ export class RunStepView {
   @ApiProperty({ example: 'plan', description: '1–128 characters of [A-Za-z0-9._:-]' })
   name: string;
 
-  @ApiProperty({ enum: StepStatus, description: 'DONE: recorded once, replayed to later attempts; STARTED: not (yet) finished with exit 0' })
+  @ApiProperty({
+    enum: StepStatus,
+    description: 'DONE: recorded once, replayed to later attempts; STARTED: not (yet) finished with exit 0',
+  })
   status: StepStatus;
 
   @ApiProperty({ type: 'integer', description: 'The attempt that started it last, or recorded it DONE' })
@@ -15,7 +18,11 @@ export class RunStepView {
   @ApiProperty({ type: 'integer' })
   fencingToken: number;
 
-  @ApiProperty({ type: 'integer', nullable: true, description: "The step command's last exit code (null while it first runs)" })
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: "The step command's last exit code (null while it first runs)",
+  })
   exitCode: number | null;
 
   @ApiProperty({ type: 'integer', description: 'Bytes of stdout recorded (at most 1 MiB)' })

@@ -13,7 +13,12 @@ export class RunView {
   @ApiProperty({ format: 'uuid' })
   projectId: string;
 
-  @ApiProperty({ type: String, format: 'uuid', nullable: true, description: 'The task the run belongs to (Plane work items)' })
+  @ApiProperty({
+    type: String,
+    format: 'uuid',
+    nullable: true,
+    description: 'The task the run belongs to (Plane work items)',
+  })
   taskId: string | null;
 
   @ApiProperty()
@@ -37,7 +42,11 @@ export class RunView {
   @ApiProperty({ format: 'date-time' })
   createdAt: string;
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: 'Last 64 KiB of the command output (GET /api/runs/:id only)' })
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    description: 'Last 64 KiB of the command output (GET /api/runs/:id only)',
+  })
   outputTail?: string | null;
 }
 
@@ -46,7 +55,11 @@ export class RunPage {
   @ApiProperty({ type: [RunView] })
   items: RunView[];
 
-  @ApiProperty({ type: String, nullable: true, description: 'Pass as `cursor` for the next page; null on the last one' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'Pass as `cursor` for the next page; null on the last one',
+  })
   nextCursor: string | null;
 }
 

@@ -78,7 +78,10 @@ export class RunsController {
   @Post(':id/cancel')
   @HttpCode(202)
   @ApiOperation({ summary: 'Cancel a run that has not finished' })
-  @ApiAcceptedResponse({ description: 'The run, CANCELLED; a running command is killed within one heartbeat', type: RunView })
+  @ApiAcceptedResponse({
+    description: 'The run, CANCELLED; a running command is killed within one heartbeat',
+    type: RunView,
+  })
   @ApiErrors({ 400: 'The id is not a UUID', 404: 'No such run', 409: 'The run already finished' })
   cancel(@Param('id', ParseUUIDPipe) id: string): Promise<RunView> {
     return this.runs.cancel(id);

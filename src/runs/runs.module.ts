@@ -8,14 +8,18 @@ import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
 import { NoopExecutor } from './executor/noop-executor';
 import { prepareWorkspaceRoot, resolveRunIdentity } from './executor/run-identity';
 import { ShellExecutor } from './executor/shell-executor';
-import { IdempotencyService } from './idempotency.service';
+import { IdempotencyPruner } from './idempotency/idempotency-pruner';
+import { IdempotencyRepository } from './idempotency/idempotency.repository';
+import { IdempotencyService } from './idempotency/idempotency.service';
 import { ProjectsController } from './projects.controller';
 import { ProjectsService } from './projects.service';
-import { RunClaimService } from './run-claim.service';
-import { RunFinalizer } from './run-finalizer';
 import { RunTransitionsRepository } from './run-transitions.repository';
-import { RunReconciler } from './run-reconciler';
-import { RunProcessor } from './run.processor';
+import { RunClaimService } from './worker/run-claim.service';
+import { RunFinalizer } from './worker/run-finalizer';
+import { RunQueueReconciler } from './worker/run-queue-reconciler';
+import { RunReaper } from './worker/run-reaper';
+import { RunWorkerRepository } from './worker/run-worker.repository';
+import { RunProcessor } from './worker/run.processor';
 import { RunsController } from './runs.controller';
 import { RunsService } from './runs.service';
 import { LlmCachePruner } from './llm-cache/llm-cache-pruner';
@@ -27,11 +31,20 @@ import { RunAttempts } from './steps/run-attempts';
 import { StepJournalRepository } from './steps/step-journal.repository';
 import { WorkerApiServer } from './steps/worker-api.server';
 
-const CORE = [ProjectsService, RunsService, DispatchService, IdempotencyService, RunTransitionsRepository, StepJournalRepository, LlmCacheRepository];
+const CORE = [
+  ProjectsService,
+  RunsService,
+  DispatchService,
+  IdempotencyService,
+  RunTransitionsRepository,
+  StepJournalRepository,
+  LlmCacheRepository,
+];
+const REPOSITORIES = [IdempotencyRepository, RunWorkerRepository];
 /** The worker's API for its own commands: steps, values and the LLM proxy. */
 const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];
 // Registered in every role; ScheduledTasks only runs it where the role includes the scheduler.
-const SCHEDULED = [RunReconciler, LlmCachePruner];
+const SCHEDULED = [RunReaper, RunQueueReconciler, LlmCachePruner, IdempotencyPruner];
 
 /** Projects, runs, the state machine, dispatch; the processor only where the role runs workers. */
 @Module({})
@@ -64,7 +77,7 @@ export class RunsModule {
     return {
       module: RunsModule,
       imports: [OutboxModule],
-      providers: [...CORE, ...SCHEDULED, ...worker],
+      providers: [...CORE, ...REPOSITORIES, ...SCHEDULED, ...worker],
       controllers: roleServesApi(role) ? [ProjectsController, RunsController] : [],
       exports: [...CORE],
     };

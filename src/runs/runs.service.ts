@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { conflict, notFound } from '../common/domain-error';
+import { projectNotFound, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { afterCursor, CREATED_US, toPage } from '../common/cursor';
 import { WORKER_ID } from '../locks/locks.module';
 import { DispatchService } from './dispatch.service';
@@ -40,10 +40,17 @@ export class RunsService {
       `INSERT INTO runs (project_id, task_id, kind, requirement, status, dispatch_generation)
        SELECT p.id, $2, $3, $4, $5, $6 FROM projects p WHERE p.id = $1
        RETURNING *, NULL::text AS from_status`,
-      [input.projectId, input.taskId ?? null, input.kind ?? RunKind.MANUAL, input.requirement, status, input.dispatch ? 1 : 0],
+      [
+        input.projectId,
+        input.taskId ?? null,
+        input.kind ?? RunKind.MANUAL,
+        input.requirement,
+        status,
+        input.dispatch ? 1 : 0,
+      ],
     );
     const run = rows[0];
-    if (!run) throw notFound('project', input.projectId);
+    if (!run) throw projectNotFound(input.projectId);
     await this.transitions.recordCreated(em, run, input.dispatch ? 'created and dispatched' : 'created', this.workerId);
     return run;
   }
@@ -60,7 +67,7 @@ export class RunsService {
 
   async get(id: string): Promise<RunView> {
     const rows: RunRow[] = await this.ds.query('SELECT * FROM runs WHERE id = $1', [id]);
-    if (!rows[0]) throw notFound('run', id);
+    if (!rows[0]) throw runNotFound(id);
     return toRunView(rows[0], true);
   }
 
@@ -129,6 +136,9 @@ export class RunsService {
     });
     if (row) return toRunView(row);
     const current = await this.get(id);
-    throw conflict(`run is ${current.status}; only PENDING, QUEUED, RETRYING or RUNNING runs can be cancelled`);
+    throw new RunsError(
+      RunsErrorCode.RUN_NOT_CANCELLABLE,
+      `run is ${current.status}; only PENDING, QUEUED, RETRYING or RUNNING runs can be cancelled`,
+    );
   }
 }

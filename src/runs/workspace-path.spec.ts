@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { canonicalPath, confineToRoot } from './workspace-path';
+import { RunsErrorCode } from './runs.errors';
 
 /** Real directories and symlinks under a temp dir: the guard is about what the kernel resolves. */
 describe('workspace paths', () => {
@@ -51,14 +52,25 @@ describe('workspace paths', () => {
       ['the root with a trailing slash', () => `${root}/`, /not WORKSPACE_ROOT itself/],
       ['a .. escape', () => `${root}/inner/../../outside`, /must resolve inside WORKSPACE_ROOT/],
       ['a sibling that starts like the root', () => `${root}-other/x`, /must resolve inside WORKSPACE_ROOT/],
-      ['a symlink inside the root pointing outside', () => join(root, 'to-outside'), /must resolve inside WORKSPACE_ROOT/],
-      ['a new directory under that symlink', () => join(root, 'to-outside', 'new'), /must resolve inside WORKSPACE_ROOT/],
+      [
+        'a symlink inside the root pointing outside',
+        () => join(root, 'to-outside'),
+        /must resolve inside WORKSPACE_ROOT/,
+      ],
+      [
+        'a new directory under that symlink',
+        () => join(root, 'to-outside', 'new'),
+        /must resolve inside WORKSPACE_ROOT/,
+      ],
       ['a dangling symlink', () => join(root, 'dangling', 'x'), /dangling symlink/],
       ['a symlink loop', () => join(root, 'loop-a', 'x'), /symlink loop/],
       ['a file', () => join(root, 'a-file'), /not a directory/],
       ['a path through a file', () => join(root, 'a-file', 'x'), /not a directory/],
     ])('refuses %s with a 400', async (_name, path, message) => {
-      await expect(confineToRoot(root, path())).rejects.toMatchObject({ status: 400, message: expect.stringMatching(message) });
+      await expect(confineToRoot(root, path())).rejects.toMatchObject({
+        code: RunsErrorCode.WORKSPACE_INVALID,
+        message: expect.stringMatching(message),
+      });
     });
   });
 });

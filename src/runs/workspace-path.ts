@@ -1,8 +1,8 @@
 import { lstat, realpath, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { DomainError } from '../common/domain-error';
+import { RunsError, RunsErrorCode } from './runs.errors';
 
-const invalid = (message: string) => new DomainError(400, 'Bad Request', message);
+const invalid = (message: string) => new RunsError(RunsErrorCode.WORKSPACE_INVALID, message);
 
 /**
  * The path the kernel would reach, with every symlink resolved, also for a path that does not

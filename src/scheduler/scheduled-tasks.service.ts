@@ -44,7 +44,8 @@ export class ScheduledTasks implements OnApplicationBootstrap, OnApplicationShut
 
   onApplicationShutdown(): void {
     this.stopped = true;
-    if (this.registry.doesExist('interval', 'onceflow-scheduled-tasks')) this.registry.deleteInterval('onceflow-scheduled-tasks');
+    if (this.registry.doesExist('interval', 'onceflow-scheduled-tasks'))
+      this.registry.deleteInterval('onceflow-scheduled-tasks');
   }
 
   /** Runs every task once (under its lock); also called directly by tests and the demo. */
@@ -59,13 +60,19 @@ export class ScheduledTasks implements OnApplicationBootstrap, OnApplicationShut
     const task = this.tasks.get(name);
     if (!task) throw new Error(`no scheduled task ${name}`);
     if (this.running.has(name)) return 'busy';
-    const lock = await this.locks.acquire(`scheduler:${name}`, Math.max(this.config.reconcileIntervalMs * 2, 5000)).catch(() => null);
+    const lock = await this.locks
+      .acquire(`scheduler:${name}`, Math.max(this.config.reconcileIntervalMs * 2, 5000))
+      .catch(() => null);
     if (!lock) return 'busy';
     this.running.add(name);
     try {
       await task();
     } catch (err) {
-      this.logger.error({ msg: 'scheduled task failed', task: name, err: err instanceof Error ? err.stack : String(err) });
+      this.logger.error({
+        msg: 'scheduled task failed',
+        task: name,
+        err: err instanceof Error ? err.stack : String(err),
+      });
     } finally {
       this.running.delete(name);
       await this.locks.release(lock).catch(() => undefined);

@@ -38,16 +38,23 @@ export function externalProjectParams(workspaceRoot: string, ref: ExternalProjec
  * replicas: the insert yields to `ux_projects_external_ref` (a concurrent creator's row wins, we
  * wait for its commit and then read it). Runs in the caller's transaction.
  */
-export async function ensureExternalProject(em: EntityManager, workspaceRoot: string, ref: ExternalProjectRef): Promise<{ id: string }> {
+export async function ensureExternalProject(
+  em: EntityManager,
+  workspaceRoot: string,
+  ref: ExternalProjectRef,
+): Promise<{ id: string }> {
   // Twice at most: the second insert sees the committed name that made the first one yield.
   for (let attempt = 1; ; attempt++) {
-    const inserted: Array<{ id: string }> = await em.query(EXTERNAL_PROJECT_INSERT, externalProjectParams(workspaceRoot, ref));
+    const inserted: Array<{ id: string }> = await em.query(
+      EXTERNAL_PROJECT_INSERT,
+      externalProjectParams(workspaceRoot, ref),
+    );
     if (inserted[0]) return inserted[0];
     // A new statement: under READ COMMITTED it sees the row whose commit the insert waited for.
-    const existing: Array<{ id: string }> = await em.query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', [
-      ref.provider,
-      ref.externalId,
-    ]);
+    const existing: Array<{ id: string }> = await em.query(
+      'SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2',
+      [ref.provider, ref.externalId],
+    );
     if (existing[0]) return existing[0];
     if (attempt === 2) throw new Error(`project ${ref.provider}:${ref.externalId} neither inserted nor found`);
   }

@@ -7,13 +7,18 @@ import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
-import { preparedRows } from '../database/pg-statements';
-import { pgConstraint, pgErrorCode } from '../database/transaction';
+import { PgStatements } from '../database/pg-statements';
+import { pgConstraint, pgErrorCode } from '../database/pg-errors';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
 import { RunTransitionsRepository } from '../runs/run-transitions.repository';
 import { RunsService } from '../runs/runs.service';
-import { EXTERNAL_PROJECT_INSERT, ExternalProjectRef, ensureExternalProject, externalProjectParams } from './external-projects';
+import {
+  EXTERNAL_PROJECT_INSERT,
+  ExternalProjectRef,
+  ensureExternalProject,
+  externalProjectParams,
+} from './external-projects';
 import { TaskStatus, UX_TASKS_EXTERNAL_REF } from './task.entity';
 
 /** An external work item as the intake needs it, whatever the provider. */
@@ -28,9 +33,11 @@ export interface ExternalWorkItem {
 }
 
 export type OpenResult =
-  { outcome: 'created'; taskId: string; runId: string; projectId: string } | { outcome: 'exists'; taskId: string; runId: string | null };
+  | { kind: 'created'; taskId: string; runId: string; projectId: string }
+  | { kind: 'exists'; taskId: string; runId: string | null };
 
-export type CloseResult = { outcome: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { outcome: 'not_found' };
+export type CloseResult =
+  { kind: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { kind: 'not_found' };
 
 /** Extra work the caller wants committed atomically with a new task (e.g. marking its delivery). */
 export type WithinCreate = (em: EntityManager, created: { taskId: string; runId: string }) => Promise<void>;
@@ -54,6 +61,7 @@ export class TaskIntakeService {
 
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
+    private readonly statements: PgStatements,
     private readonly runs: RunsService,
     private readonly transitions: RunTransitionsRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -66,7 +74,7 @@ export class TaskIntakeService {
   async open(item: ExternalWorkItem, within?: WithinCreate, probablyNew = false): Promise<OpenResult> {
     if (!probablyNew) {
       const known = await this.findAndRefresh(item);
-      if (known) return { outcome: 'exists', ...known };
+      if (known) return { kind: 'exists', ...known };
     }
     let workspace: string | null = null;
     try {
@@ -88,7 +96,7 @@ export class TaskIntakeService {
       });
       if (!created) return await this.existing(item);
       await this.enqueue(created.run);
-      return { outcome: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
+      return { kind: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
     } catch (err) {
       // The task id was this transaction's own, so nobody else can be using its directory.
       if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
@@ -103,7 +111,10 @@ export class TaskIntakeService {
    * statement's snapshot, the statement cannot see it: then the project is read by a statement of
    * its own (a new snapshot) and the task inserted by another.
    */
-  private async insertTask(em: EntityManager, item: ExternalWorkItem): Promise<{ projectId: string; taskId: string | null }> {
+  private async insertTask(
+    em: EntityManager,
+    item: ExternalWorkItem,
+  ): Promise<{ projectId: string; taskId: string | null }> {
     const ref = { provider: item.provider, ...item.project };
     const task = [item.externalId, item.url, item.title, item.metadata];
     const rows: Array<{ project_id: string | null; task_id: string | null }> = await em.query(
@@ -133,14 +144,20 @@ export class TaskIntakeService {
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */
   async close(provider: string, externalId: string, reason: string): Promise<CloseResult> {
     return this.ds.transaction(async (em) => {
-      const tasks: Array<{ id: string }> = await em.query('SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE', [
-        provider,
-        externalId,
-      ]);
+      const tasks: Array<{ id: string }> = await em.query(
+        'SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE',
+        [provider, externalId],
+      );
       const taskId = tasks[0]?.id;
-      if (!taskId) return { outcome: 'not_found' as const };
-      await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [taskId, TaskStatus.CANCELLED]);
-      const runs: Array<{ id: string }> = await em.query(`SELECT id FROM runs WHERE task_id = $1 AND kind = $2`, [taskId, RunKind.AUTHORING]);
+      if (!taskId) return { kind: 'not_found' as const };
+      await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [
+        taskId,
+        TaskStatus.CANCELLED,
+      ]);
+      const runs: Array<{ id: string }> = await em.query(`SELECT id FROM runs WHERE task_id = $1 AND kind = $2`, [
+        taskId,
+        RunKind.AUTHORING,
+      ]);
       const runId = runs[0]?.id ?? null;
       // Only a run that has not started: a running or finished one is left to finish as it will.
       const cancelled = runId
@@ -155,7 +172,7 @@ export class TaskIntakeService {
             em,
           )
         : null;
-      return { outcome: 'closed' as const, taskId, runId, runCancelled: cancelled !== null };
+      return { kind: 'closed' as const, taskId, runId, runCancelled: cancelled !== null };
     });
   }
 
@@ -163,7 +180,7 @@ export class TaskIntakeService {
   private async existing(item: ExternalWorkItem): Promise<OpenResult> {
     const known = await this.findAndRefresh(item);
     if (!known) throw new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
-    return { outcome: 'exists', ...known };
+    return { kind: 'exists', ...known };
   }
 
   /**
@@ -174,8 +191,7 @@ export class TaskIntakeService {
    * a newer one, and an event without one refreshes nothing.
    */
   private async findAndRefresh(item: ExternalWorkItem): Promise<{ taskId: string; runId: string | null } | null> {
-    const rows = await preparedRows<{ id: string; run_id: string | null }>(
-      this.ds,
+    const rows = await this.statements.preparedRows<{ id: string; run_id: string | null }>(
       `WITH task AS (SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2),
        refreshed AS (
          UPDATE tasks SET title = $4, url = COALESCE($5, url), metadata = $6, updated_at = now()
@@ -183,7 +199,16 @@ export class TaskIntakeService {
             AND (metadata->>'updatedAt' IS NULL OR (metadata->>'updatedAt')::timestamptz < $7::timestamptz)
        )
        SELECT task.id, r.id AS run_id FROM task LEFT JOIN runs r ON r.task_id = task.id AND r.kind = $3`,
-      [item.provider, item.externalId, RunKind.AUTHORING, item.title, item.url, item.metadata, item.metadata.updatedAt || null, TaskStatus.OPEN],
+      [
+        item.provider,
+        item.externalId,
+        RunKind.AUTHORING,
+        item.title,
+        item.url,
+        item.metadata,
+        item.metadata.updatedAt || null,
+        TaskStatus.OPEN,
+      ],
     );
     return rows[0] ? { taskId: rows[0].id, runId: rows[0].run_id } : null;
   }
@@ -192,8 +217,14 @@ export class TaskIntakeService {
     try {
       await withTimeout(this.runs.enqueueAfterCommit(run), ENQUEUE_BUDGET_MS, 'the enqueue');
     } catch (err) {
-      if (err instanceof TimeoutError) this.logger.warn({ msg: 'enqueue is slow; answering anyway (the run is QUEUED in Postgres)', runId: run.id });
-      else this.logger.warn({ msg: 'enqueue after commit failed; the reconciler will enqueue the run', runId: run.id, err: String(err) });
+      if (err instanceof TimeoutError)
+        this.logger.warn({ msg: 'enqueue is slow; answering anyway (the run is QUEUED in Postgres)', runId: run.id });
+      else
+        this.logger.warn({
+          msg: 'enqueue after commit failed; the reconciler will enqueue the run',
+          runId: run.id,
+          err: String(err),
+        });
     }
   }
 }

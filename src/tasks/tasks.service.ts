@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { notFound } from '../common/domain-error';
+import { TasksError, TasksErrorCode } from './tasks.errors';
 import { TASK_SELECT, TaskList, TaskRow, TaskView, toTaskView } from './task.view';
 
 /** Reads tasks for the API. Creation and closing go through TaskIntakeService. */
@@ -23,7 +23,7 @@ export class TasksService {
 
   async get(id: string): Promise<TaskView> {
     const rows: TaskRow[] = await this.ds.query(`${TASK_SELECT} WHERE t.id = $1`, [id]);
-    if (!rows[0]) throw notFound('task', id);
+    if (!rows[0]) throw new TasksError(TasksErrorCode.TASK_NOT_FOUND, `task ${id} not found`);
     return toTaskView(rows[0]);
   }
 }

@@ -9,7 +9,13 @@ declare module 'html-to-text' {
     wordwrap?: number | false | null;
     decodeEntities?: boolean;
     preserveNewlines?: boolean;
-    limits?: { ellipsis?: string; maxBaseElements?: number; maxChildNodes?: number; maxDepth?: number; maxInputLength?: number };
+    limits?: {
+      ellipsis?: string;
+      maxBaseElements?: number;
+      maxChildNodes?: number;
+      maxDepth?: number;
+      maxInputLength?: number;
+    };
     selectors?: SelectorDefinition[];
   }
   export function compile(options?: HtmlToTextOptions): (html: string) => string;

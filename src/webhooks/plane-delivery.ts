@@ -1,4 +1,4 @@
-import { DomainError } from '../common/domain-error';
+import { invalidPayload } from './webhooks.errors';
 import { MAX_JSON_DEPTH } from '../common/json-body';
 import { jsonStorageProblem, storableCopy } from '../database/storable-json';
 import { PLANE } from './plane-event-handler';
@@ -15,7 +15,10 @@ export interface PlaneDelivery {
 }
 
 /** Why a delivery was recorded as ignored although it parsed: its body could only be stored cleaned. */
-export const UNSTORABLE_REASONS: ReadonlySet<string> = new Set(['unstorable_nul_character', 'unstorable_lone_surrogate']);
+export const UNSTORABLE_REASONS: ReadonlySet<string> = new Set([
+  'unstorable_nul_character',
+  'unstorable_lone_surrogate',
+]);
 
 /**
  * Reads a verified body. Nested deeper than MAX_JSON_DEPTH: 400, nothing stored (the body parser
@@ -24,9 +27,13 @@ export const UNSTORABLE_REASONS: ReadonlySet<string> = new Set(['unstorable_nul_
  * characters replaced by U+FFFD — the operator sees it, and it never becomes a task, because what
  * we would act on is not what Plane sent. A 400 names a missing field, as for any body.
  */
-export function readPlaneDelivery(body: unknown, dedupeKeyOf: (e: PlaneEvent) => string, externalDeliveryId: string | null): PlaneDelivery {
+export function readPlaneDelivery(
+  body: unknown,
+  dedupeKeyOf: (e: PlaneEvent) => string,
+  externalDeliveryId: string | null,
+): PlaneDelivery {
   const problem = jsonStorageProblem(body, MAX_JSON_DEPTH);
-  if (problem === 'too_deep') throw new DomainError(400, 'Bad Request', `body nests deeper than ${MAX_JSON_DEPTH} levels`);
+  if (problem === 'too_deep') throw invalidPayload(`body nests deeper than ${MAX_JSON_DEPTH} levels`);
   const payload = problem === null ? body : storableCopy(body);
   const event = parsePlaneEvent(payload, problem === null ? undefined : `unstorable_${problem}`);
   return { dedupeKey: dedupeKeyOf(event), externalDeliveryId, event, payload: payload as Record<string, unknown> };

@@ -1,4 +1,10 @@
-import { clip, descriptionText, MAX_DESCRIPTION_CHARS, MAX_DESCRIPTION_HTML_CHARS, TRUNCATED } from './plane-description';
+import {
+  clip,
+  descriptionText,
+  MAX_DESCRIPTION_CHARS,
+  MAX_DESCRIPTION_HTML_CHARS,
+  TRUNCATED,
+} from './plane-description';
 
 describe('descriptionText limits', () => {
   it('converts at most MAX_DESCRIPTION_HTML_CHARS of HTML and says it cut', () => {
@@ -23,7 +29,10 @@ describe('descriptionText limits', () => {
   });
 
   it('ignores a ProseMirror node type that is not a string (no String() of an object with own toString)', () => {
-    const doc = { type: 'doc', content: [{ type: { toString: 1, valueOf: 1 }, content: [{ type: 'text', text: 'x' }] }] };
+    const doc = {
+      type: 'doc',
+      content: [{ type: { toString: 1, valueOf: 1 }, content: [{ type: 'text', text: 'x' }] }],
+    };
     expect(descriptionText({ description: doc })).toBe('x');
   });
 });

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { isDbUnavailableError } from '../database/transaction';
+import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { TaskIntakeService } from '../tasks/task-intake.service';
 import { PlaneEvent, requirementOf } from './plane-payload';
@@ -37,14 +37,35 @@ export class PlaneEventHandler {
     } catch (err) {
       // Stored input never earns a 5xx (Plane would drop it for good): record it for a replay.
       const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
-      this.logger.error({ msg: 'plane delivery failed; replay it once the cause is fixed', deliveryId, workItemId: e.workItemId, error });
-      outcome = { status: DeliveryStatus.FAILED, reason: 'processing_failed', error, transient: isDbUnavailableError(err) };
-      await this.deliveries.finish(deliveryId, outcome).catch((finishErr: unknown) => {
-        this.logger.error({ msg: 'could not record the failure; the delivery stays accepted', deliveryId, error: String(finishErr) });
+      this.logger.error({
+        msg: 'plane delivery failed; replay it once the cause is fixed',
+        deliveryId,
+        workItemId: e.workItemId,
+        error,
+      });
+      outcome = {
+        status: DeliveryStatus.FAILED,
+        reason: 'processing_failed',
+        error,
+        transient: isDbUnavailableError(err),
+      };
+      await this.deliveries.recordOutcome(deliveryId, outcome).catch((recordErr: unknown) => {
+        this.logger.error({
+          msg: 'could not record the failure; the delivery stays accepted',
+          deliveryId,
+          error: String(recordErr),
+        });
       });
     }
     this.metrics.deliveries.inc({ provider: PLANE, status: outcome.status });
-    this.logger.log({ msg: 'plane delivery handled', deliveryId, event: e.event, action: e.action, workItemId: e.workItemId, ...outcome });
+    this.logger.log({
+      msg: 'plane delivery handled',
+      deliveryId,
+      event: e.event,
+      action: e.action,
+      workItemId: e.workItemId,
+      ...outcome,
+    });
     return outcome;
   }
 
@@ -52,9 +73,9 @@ export class PlaneEventHandler {
     // Our own bot's edits come back as events; acting on them would start loops.
     if (e.actorId !== null && this.config.planeBotActorIds.includes(e.actorId)) {
       this.metrics.duplicate('self_actor');
-      return this.finish(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'self_actor' });
+      return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'self_actor' });
     }
-    if (e.intent === 'none') return this.finish(deliveryId, { status: DeliveryStatus.IGNORED, reason: e.ignoreReason });
+    if (e.intent === 'none') return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: e.ignoreReason });
     if (e.intent === 'close') return this.close(deliveryId, e);
     return this.open(deliveryId, e);
   }
@@ -70,26 +91,36 @@ export class PlaneEventHandler {
       {
         provider: PLANE,
         externalId: e.workItemId,
-        project: { externalId: e.projectId!, name: `Plane ${e.projectId}`, maxConcurrentRuns: this.config.planeProjectMaxConcurrentRuns },
+        project: {
+          externalId: e.projectId!,
+          name: `Plane ${e.projectId}`,
+          maxConcurrentRuns: this.config.planeProjectMaxConcurrentRuns,
+        },
         title: e.title,
         url: e.url,
         metadata: e.metadata,
         requirement: requirementOf(e),
       },
       // Marked in the task's own transaction: a crash cannot leave a task whose delivery looks unprocessed.
-      (em, created) => this.deliveries.finish(deliveryId, processed(created.taskId, created.runId), em),
+      (em, created) => this.deliveries.recordOutcome(deliveryId, processed(created.taskId, created.runId), em),
       // Plane sends `created` once per item: its task almost never exists yet.
       e.action?.startsWith('create') ?? false,
     );
-    if (result.outcome === 'created') return processed(result.taskId, result.runId);
+    if (result.kind === 'created') return processed(result.taskId, result.runId);
     this.metrics.duplicate('business_key');
-    return this.finish(deliveryId, { status: DeliveryStatus.DUPLICATE, reason: 'task_exists', taskId: result.taskId, runId: result.runId });
+    return this.settle(deliveryId, {
+      status: DeliveryStatus.DUPLICATE,
+      reason: 'task_exists',
+      taskId: result.taskId,
+      runId: result.runId,
+    });
   }
 
   private async close(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
     const result = await this.tasks.close(PLANE, e.workItemId, `work item ${e.action ?? e.event} in Plane`);
-    if (result.outcome === 'not_found') return this.finish(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'unknown_work_item' });
-    return this.finish(deliveryId, {
+    if (result.kind === 'not_found')
+      return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'unknown_work_item' });
+    return this.settle(deliveryId, {
       status: DeliveryStatus.PROCESSED,
       reason: result.runCancelled ? 'task_cancelled_run_cancelled' : 'task_cancelled',
       taskId: result.taskId,
@@ -97,8 +128,8 @@ export class PlaneEventHandler {
     });
   }
 
-  private async finish(deliveryId: string, outcome: DeliveryOutcome): Promise<DeliveryOutcome> {
-    await this.deliveries.finish(deliveryId, outcome);
+  private async settle(deliveryId: string, outcome: DeliveryOutcome): Promise<DeliveryOutcome> {
+    await this.deliveries.recordOutcome(deliveryId, outcome);
     return outcome;
   }
 }

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { DomainError, notFound } from '../common/domain-error';
-import { isDbUnavailableError } from '../database/transaction';
+import { WebhooksError, WebhooksErrorCode } from './webhooks.errors';
+import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { deliveryRow, PlaneDelivery, readPlaneDelivery, UNSTORABLE_REASONS } from './plane-delivery';
 import { HandledOutcome, PLANE, PlaneEventHandler } from './plane-event-handler';
@@ -55,16 +55,19 @@ export class PlaneIntakeService {
   async receive(req: PlaneRequest): Promise<IntakeAnswer> {
     if (this.config.planeWebhookSecrets.length === 0) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'unconfigured' });
-      throw new DomainError(503, 'Service Unavailable', 'Plane intake is not configured (set PLANE_WEBHOOK_SECRETS)');
+      throw new WebhooksError(
+        WebhooksErrorCode.NOT_CONFIGURED,
+        'Plane intake is not configured (set PLANE_WEBHOOK_SECRETS)',
+      );
     }
     const rawBody = req.rawBody;
     if (!Buffer.isBuffer(rawBody) || rawBody.length === 0) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
-      throw new DomainError(400, 'Bad Request', 'body must be JSON sent as application/json');
+      throw new WebhooksError(WebhooksErrorCode.NOT_JSON, 'body must be JSON sent as application/json');
     }
     if (!verifyPlaneSignature(rawBody, req.signature, this.config.planeWebhookSecrets)) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'rejected' });
-      throw new DomainError(401, 'Unauthorized', 'missing or invalid X-Plane-Signature');
+      throw new WebhooksError(WebhooksErrorCode.BAD_SIGNATURE, 'missing or invalid X-Plane-Signature');
     }
     let delivery: PlaneDelivery;
     try {
@@ -91,7 +94,10 @@ export class PlaneIntakeService {
       this.metrics.duplicate('delivery_dedupe');
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
       if (recorded.takeOver) {
-        this.logger.warn({ msg: 'retry of a delivery whose processing died: processing it now', deliveryId: recorded.id });
+        this.logger.warn({
+          msg: 'retry of a delivery whose processing died: processing it now',
+          deliveryId: recorded.id,
+        });
         const outcome = await this.handler.handle(recorded.id, delivery.event);
         if (!outcome.transient) this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
       } else this.settled.settle(delivery.dedupeKey, recorded.id, recorded.status);
@@ -106,7 +112,9 @@ export class PlaneIntakeService {
     const outcome = await this.handler.handle(recorded.id, delivery.event);
     if (outcome.transient) {
       // Stored, so never a 5xx: spooled if Redis takes it, else left for a replay (status failed or accepted).
-      return this.toSpool(req.body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() => answer(recorded.id, outcome));
+      return this.toSpool(req.body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() =>
+        answer(recorded.id, outcome),
+      );
     }
     this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
     return answer(recorded.id, outcome);
@@ -146,15 +154,24 @@ export class PlaneIntakeService {
   /** Re-runs a stored delivery through the same idempotent path (the signature was checked on arrival). */
   async replay(id: string): Promise<ReplayView> {
     const row = await this.deliveries.get(id);
-    if (!row) throw notFound('webhook delivery', id);
-    if (row.provider !== PLANE) throw new DomainError(422, 'Unprocessable Entity', `no replay for provider ${row.provider}`);
+    if (!row) throw new WebhooksError(WebhooksErrorCode.DELIVERY_NOT_FOUND, `webhook delivery ${id} not found`);
+    if (row.provider !== PLANE)
+      throw new WebhooksError(WebhooksErrorCode.REPLAY_UNSUPPORTED, `no replay for provider ${row.provider}`);
     // The stored payload of an unstorable body is a cleaned copy: it stays ignored, never a task.
     const ignore = row.reason !== null && UNSTORABLE_REASONS.has(row.reason) ? row.reason : undefined;
-    const { transient: _transient, ...outcome } = await this.handler.handle(row.id, parsePlaneEvent(row.payload, ignore));
+    const { transient: _transient, ...outcome } = await this.handler.handle(
+      row.id,
+      parsePlaneEvent(row.payload, ignore),
+    );
     return { deliveryId: row.id, ...outcome };
   }
 
-  private async toSpool(body: unknown, d: PlaneDelivery, deliveryId: string | null, why: string): Promise<IntakeAnswer> {
+  private async toSpool(
+    body: unknown,
+    d: PlaneDelivery,
+    deliveryId: string | null,
+    why: string,
+  ): Promise<IntakeAnswer> {
     try {
       const entry = await this.spool.push({
         dedupeKey: d.dedupeKey,
@@ -173,8 +190,17 @@ export class PlaneIntakeService {
       return SPOOLED;
     } catch (err) {
       this.metrics.spool.inc({ provider: PLANE, outcome: 'refused' });
-      this.logger.error({ msg: 'plane delivery could not be spooled either', deliveryId, workItemId: d.event.workItemId, why, err: String(err) });
-      throw new DomainError(503, 'Service Unavailable', 'Postgres and the delivery spool are both unavailable; the delivery was not stored');
+      this.logger.error({
+        msg: 'plane delivery could not be spooled either',
+        deliveryId,
+        workItemId: d.event.workItemId,
+        why,
+        err: String(err),
+      });
+      throw new WebhooksError(
+        WebhooksErrorCode.STORAGE_UNAVAILABLE,
+        'Postgres and the delivery spool are both unavailable; the delivery was not stored',
+      );
     }
   }
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { descriptionText } from './plane-description';
 import { parsePlaneEvent, planeDedupeKey, planeVersion, requirementOf } from './plane-payload';
+import { WebhooksErrorCode } from './webhooks.errors';
 
 /**
  * Field by field: which part of a Plane body each PlaneEvent field comes from, and what is
@@ -28,7 +29,9 @@ const v2 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
   ...over,
 });
 const rejects = (body: unknown, message: RegExp) =>
-  expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400, code: 'Bad Request', message: expect.stringMatching(message) }));
+  expect(() => parsePlaneEvent(body)).toThrow(
+    expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD, message: expect.stringMatching(message) }),
+  );
 
 describe('Plane payload: what is refused, and why', () => {
   it.each([
@@ -49,7 +52,9 @@ describe('Plane payload: what is refused, and why', () => {
     expect(parsePlaneEvent(v1({}, { id: long })).workItemId).toBe(long);
     expect(parsePlaneEvent(v1({}, { id: ` ${ID} ` })).workItemId).toBe(ID);
     expect(parsePlaneEvent(v1({}, { project: { id: PROJECT, name: 'P' } })).projectId).toBe(PROJECT);
-    expect(parsePlaneEvent(v1({}, { project: { id: 'x'.repeat(256) }, project_id: 'fallback' })).projectId).toBe('fallback');
+    expect(parsePlaneEvent(v1({}, { project: { id: 'x'.repeat(256) }, project_id: 'fallback' })).projectId).toBe(
+      'fallback',
+    );
   });
 });
 
@@ -64,15 +69,24 @@ describe('Plane payload: version and dedupe key', () => {
 
   it('keys v1 by the sha256 of the raw bytes and v2 by event_id', () => {
     const raw = Buffer.from('{"event": "issue"}');
-    expect(planeDedupeKey({ version: 'v1', eventId: 'ignored' }, raw)).toBe(`sha256:${createHash('sha256').update(raw).digest('hex')}`);
+    expect(planeDedupeKey({ version: 'v1', eventId: 'ignored' }, raw)).toBe(
+      `sha256:${createHash('sha256').update(raw).digest('hex')}`,
+    );
     expect(planeDedupeKey({ version: 'v2', eventId: 'ev-9' }, raw)).toBe('event:ev-9');
   });
 });
 
 describe('Plane payload: v1 fields', () => {
   it('an issue action it does not handle is "action_not_handled"; another event is "event_not_handled"', () => {
-    expect(parsePlaneEvent(v1({ action: 'restored' }))).toMatchObject({ intent: 'none', ignoreReason: 'action_not_handled', action: 'restored' });
-    expect(parsePlaneEvent(v1({ event: 'cycle' }))).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+    expect(parsePlaneEvent(v1({ action: 'restored' }))).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'action_not_handled',
+      action: 'restored',
+    });
+    expect(parsePlaneEvent(v1({ event: 'cycle' }))).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
     expect(parsePlaneEvent(v1({ event: 'cycle', action: 'deleted' })).intent).toBe('none');
     expect(parsePlaneEvent(v1({ action: 'delete' }))).toMatchObject({ intent: 'close', ignoreReason: null });
   });
@@ -87,7 +101,9 @@ describe('Plane payload: v1 fields', () => {
   });
 
   it('falls back to data.project_id and data.workspace', () => {
-    const e = parsePlaneEvent(v1({ workspace_id: undefined }, { project: undefined, project_id: PROJECT, workspace: 'ws-2' }));
+    const e = parsePlaneEvent(
+      v1({ workspace_id: undefined }, { project: undefined, project_id: PROJECT, workspace: 'ws-2' }),
+    );
     expect(e).toMatchObject({ projectId: PROJECT, workspaceId: 'ws-2' });
     expect(parsePlaneEvent(v1({}, { workspace: 'ws-2' })).workspaceId).toBe(WS);
   });
@@ -101,7 +117,11 @@ describe('Plane payload: v2 fields', () => {
       ignoreReason: 'event_not_handled',
     });
     expect(parsePlaneEvent(v2({ event: 'ping' }))).toMatchObject({ action: null, intent: 'none' });
-    expect(parsePlaneEvent(v2({ event: 'workitem.updated' }))).toMatchObject({ action: 'updated', intent: 'upsert', ignoreReason: null });
+    expect(parsePlaneEvent(v2({ event: 'workitem.updated' }))).toMatchObject({
+      action: 'updated',
+      intent: 'upsert',
+      ignoreReason: null,
+    });
   });
 
   it('the actor of a create is its creator; of an update the updater, else the creator', () => {
@@ -112,7 +132,10 @@ describe('Plane payload: v2 fields', () => {
 
   it('falls back to data.project and data.workspace_id, and takes the id from entity_id', () => {
     const e = parsePlaneEvent(
-      v2({ workspace_id: undefined, entity_id: 'ent-1' }, { id: undefined, project_id: undefined, project: PROJECT, workspace_id: 'ws-3' }),
+      v2(
+        { workspace_id: undefined, entity_id: 'ent-1' },
+        { id: undefined, project_id: undefined, project: PROJECT, workspace_id: 'ws-3' },
+      ),
     );
     expect(e).toMatchObject({ workItemId: 'ent-1', projectId: PROJECT, workspaceId: 'ws-3' });
     expect(parsePlaneEvent(v2({}, { workspace_id: 'ws-3' })).workspaceId).toBe(WS);
@@ -148,9 +171,18 @@ describe('Plane payload: title, url and metadata', () => {
       state: { id: 's1', name: 'Todo', group: 'unstarted' },
       updatedAt: '2026-11-02T09:00:00Z',
     });
-    const bare = parsePlaneEvent(v1({}, { url: 'None', sequence_id: '42', priority: 'None', state: 's1', updated_at: 'yesterday' }));
+    const bare = parsePlaneEvent(
+      v1({}, { url: 'None', sequence_id: '42', priority: 'None', state: 's1', updated_at: 'yesterday' }),
+    );
     expect(bare.url).toBeNull();
-    expect(bare.metadata).toEqual({ workspaceId: WS, projectId: PROJECT, sequenceId: null, priority: null, state: null, updatedAt: null });
+    expect(bare.metadata).toEqual({
+      workspaceId: WS,
+      projectId: PROJECT,
+      sequenceId: null,
+      priority: null,
+      state: null,
+      updatedAt: null,
+    });
   });
 });
 
@@ -158,7 +190,9 @@ describe('descriptionText', () => {
   it('turns blocks into paragraphs and list items into lines, drops tags, decodes entities once and squeezes blank lines', () => {
     const html =
       '<h2>Title</h2><p>a&nbsp;&lt;b&gt; &quot;c&quot; &#39;d&#39; &amp;lt;</p><ul><li>x</li><li>y</li></ul><div>z</div>one<br>two<br/>three<BR />four<p></p><p></p><p></p><p>end</p>';
-    expect(descriptionText({ description_html: html })).toBe('Title\n\na\u00a0<b> "c" \'d\' &lt;\n\n- x\n- y\n\nz\none\ntwo\nthree\nfour\n\nend');
+    expect(descriptionText({ description_html: html })).toBe(
+      'Title\n\na\u00a0<b> "c" \'d\' &lt;\n\n- x\n- y\n\nz\none\ntwo\nthree\nfour\n\nend',
+    );
     expect(descriptionText({ description_stripped: 'None', description_html: '<p>html</p>' })).toBe('html');
   });
 
@@ -176,7 +210,10 @@ describe('descriptionText', () => {
         { type: 'heading', content: [t('H')] },
         { type: 'blockquote', content: [t('q')] },
         { type: 'codeBlock', content: [t('c')] },
-        { type: 'bulletList', content: [{ type: 'listItem', content: [t('i'), { type: 'hardBreak' }, 'junk', null, t('j')] }] },
+        {
+          type: 'bulletList',
+          content: [{ type: 'listItem', content: [t('i'), { type: 'hardBreak' }, 'junk', null, t('j')] }],
+        },
         { type: 'paragraph', content: [t('a'), { type: 'mention', content: [t('@b')] }] },
       ],
     };
@@ -184,7 +221,9 @@ describe('descriptionText', () => {
     let deep: Record<string, unknown> = t('deep');
     for (let i = 0; i < 49; i++) deep = { type: 'mention', content: [deep] };
     expect(descriptionText({ description: { type: 'doc', content: [deep, t('!')] } })).toBe('deep!');
-    expect(descriptionText({ description: { type: 'doc', content: [{ type: 'mention', content: [deep] }, t('!')] } })).toBe('!');
+    expect(
+      descriptionText({ description: { type: 'doc', content: [{ type: 'mention', content: [deep] }, t('!')] } }),
+    ).toBe('!');
   });
 
   it('requirementOf joins title and description, or is the title alone', () => {

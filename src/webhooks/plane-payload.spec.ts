@@ -1,5 +1,6 @@
 import { descriptionText } from './plane-description';
 import { parsePlaneEvent, planeDedupeKey, requirementOf } from './plane-payload';
+import { WebhooksErrorCode } from './webhooks.errors';
 
 const ID = '5f0c7a52-2a43-4a4e-9d2b-5b1bb1a7e001';
 const PROJECT = '0c8f0e4d-7e0f-4b5a-8d51-3d7f3f0f0002';
@@ -11,7 +12,14 @@ const v1 = (over: Record<string, unknown> = {}, data: Record<string, unknown> = 
   action: 'created',
   webhook_id: 'w',
   workspace_id: WS,
-  data: { id: ID, name: 'Add health', project: PROJECT, description_stripped: 'Expose it', updated_at: '2026-11-02T09:00:00Z', ...data },
+  data: {
+    id: ID,
+    name: 'Add health',
+    project: PROJECT,
+    description_stripped: 'Expose it',
+    updated_at: '2026-11-02T09:00:00Z',
+    ...data,
+  },
   activity: { actor: { id: ACTOR } },
   ...over,
 });
@@ -45,8 +53,14 @@ describe('parsePlaneEvent (v1)', () => {
   });
 
   it('ignores other events, and a delete needs only data.id', () => {
-    expect(parsePlaneEvent(v1({ event: 'project' }))).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
-    expect(parsePlaneEvent({ event: 'issue', action: 'deleted', data: { id: ID }, activity: {} })).toMatchObject({ intent: 'close', workItemId: ID });
+    expect(parsePlaneEvent(v1({ event: 'project' }))).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
+    expect(parsePlaneEvent({ event: 'issue', action: 'deleted', data: { id: ID }, activity: {} })).toMatchObject({
+      intent: 'close',
+      workItemId: ID,
+    });
   });
 
   it.each([
@@ -60,7 +74,7 @@ describe('parsePlaneEvent (v1)', () => {
     ['an over-long data.id', v1({}, { id: 'x'.repeat(256) })],
     ['no project on a created item', v1({}, { project: undefined })],
   ])('rejects %s with a 400', (_name, body) => {
-    expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(body)).toThrow(expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }));
   });
 
   it('falls back to data.updated_by when there is no activity actor', () => {
@@ -83,7 +97,14 @@ describe('parsePlaneEvent (v2)', () => {
 
   it('reads a created work item; "None" is null; the actor is the creator', () => {
     const e = parsePlaneEvent(v2());
-    expect(e).toMatchObject({ version: 'v2', intent: 'upsert', action: 'created', workItemId: ID, projectId: PROJECT, actorId: ACTOR });
+    expect(e).toMatchObject({
+      version: 'v2',
+      intent: 'upsert',
+      action: 'created',
+      workItemId: ID,
+      projectId: PROJECT,
+      actorId: ACTOR,
+    });
   });
 
   it('takes the updater as actor of an update, and maps deleted/archived to close', () => {
@@ -94,7 +115,9 @@ describe('parsePlaneEvent (v2)', () => {
   });
 
   it('needs event_id (its dedupe key); data.id may come from entity_id', () => {
-    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(v2({ event_id: 'None' }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     expect(parsePlaneEvent(v2({}, { id: undefined })).workItemId).toBe(ID);
   });
 });
@@ -125,7 +148,15 @@ describe('descriptionText', () => {
 });
 
 describe('names that Object.prototype also has', () => {
-  const PROTO_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', '__defineGetter__'];
+  const PROTO_NAMES = [
+    'constructor',
+    '__proto__',
+    'toString',
+    'hasOwnProperty',
+    'valueOf',
+    'isPrototypeOf',
+    '__defineGetter__',
+  ];
   const base = {
     event: 'issue',
     action: 'created',
@@ -140,8 +171,14 @@ describe('names that Object.prototype also has', () => {
 
   it.each(PROTO_NAMES)('v2 event %s, also after "workitem.", is ignored, not acted on', (name) => {
     const v2 = { version: 'v2', event_id: 'ev', data: { id: ID, project_id: PROJECT } };
-    expect(parsePlaneEvent({ ...v2, event: name })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
-    expect(parsePlaneEvent({ ...v2, event: `workitem.${name}` })).toMatchObject({ intent: 'none', ignoreReason: 'event_not_handled' });
+    expect(parsePlaneEvent({ ...v2, event: name })).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
+    expect(parsePlaneEvent({ ...v2, event: `workitem.${name}` })).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'event_not_handled',
+    });
   });
 
   it('reads __proto__ and constructor keys in the body as plain data', () => {
@@ -155,14 +192,22 @@ describe('names that Object.prototype also has', () => {
 describe('parsePlaneEvent on odd values', () => {
   it('takes a v2 event_id only as a string (an object would make every delivery share one dedupe key)', () => {
     const v2 = { version: 'v2', event: 'workitem.created', data: { id: ID, project_id: PROJECT } };
-    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(expect.objectContaining({ status: 400 }));
-    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent({ ...v2, event_id: { id: 'a' } })).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
+    expect(() => parsePlaneEvent({ ...v2, event_id: 'e'.repeat(256) })).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     expect(planeDedupeKey(parsePlaneEvent({ ...v2, event_id: 'ev-7' }), Buffer.from(''))).toBe('event:ev-7');
   });
 
   it('refuses an over-long event or action, drops NUL from derived text, and keeps an updated_at only if Postgres can read it', () => {
-    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
-    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(expect.objectContaining({ status: 400 }));
+    expect(() => parsePlaneEvent(v1({ event: 'i'.repeat(256) }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
+    expect(() => parsePlaneEvent(v1({ action: 'a'.repeat(256) }))).toThrow(
+      expect.objectContaining({ code: WebhooksErrorCode.INVALID_PAYLOAD }),
+    );
     const e = parsePlaneEvent(v1({}, { name: 'a\u0000b\ud800', url: 'u'.repeat(3000), updated_at: 'Tue Nov 03 2026' }));
     expect(e.title).toBe('ab\ufffd');
     expect(e.url).toBeNull();
@@ -171,7 +216,10 @@ describe('parsePlaneEvent on odd values', () => {
   });
 
   it('turns an event into an ignored one when told why', () => {
-    expect(parsePlaneEvent(v1(), 'unstorable_nul_character')).toMatchObject({ intent: 'none', ignoreReason: 'unstorable_nul_character' });
+    expect(parsePlaneEvent(v1(), 'unstorable_nul_character')).toMatchObject({
+      intent: 'none',
+      ignoreReason: 'unstorable_nul_character',
+    });
     // Without a project a created item is a 400, unless it is ignored anyway.
     expect(parsePlaneEvent(v1({}, { project: undefined }), 'unstorable_lone_surrogate').intent).toBe('none');
   });

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { DomainError } from '../common/domain-error';
 import { clip, descriptionText } from './plane-description';
+import { invalidPayload } from './webhooks.errors';
 
 /** What a delivery asks of us: create the task if new, close it, or nothing. */
 export type PlaneIntent = 'upsert' | 'close' | 'none';
@@ -53,7 +53,7 @@ const V2_EVENTS: ReadonlyMap<string, PlaneIntent> = new Map([
 /** ISO 8601 as Plane writes it; Postgres must be able to compare it as a timestamptz later. */
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$/;
 
-const bad = (message: string) => new DomainError(400, 'Bad Request', message);
+const bad = invalidPayload;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -98,7 +98,7 @@ export function planeVersion(body: Record<string, unknown>): PlaneEvent['version
 }
 
 /**
- * Parses a Plane body (already JSON-decoded); a DomainError 400 names what is missing. `ignore`
+ * Parses a Plane body (already JSON-decoded); an INVALID_PAYLOAD error names what is missing. `ignore`
  * turns the event into one we record but do not act on, with that reason (a body we could only
  * store cleaned, see plane-delivery.ts).
  */
@@ -108,7 +108,7 @@ export function parsePlaneEvent(body: unknown, ignore?: string): PlaneEvent {
   if (event === null) throw bad(`event is required (a string of at most ${MAX_ID} characters)`);
   if (!isObject(body.data)) throw bad('data must be an object');
   const draft = planeVersion(body) === 'v2' ? parseV2(body, event, body.data) : parseV1(body, event, body.data);
-  return finish(ignore === undefined ? draft : { ...draft, intent: 'none', ignoreReason: ignore });
+  return toEvent(ignore === undefined ? draft : { ...draft, intent: 'none', ignoreReason: ignore });
 }
 
 function parseV1(body: Record<string, unknown>, event: string, data: Record<string, unknown>): Draft {
@@ -142,7 +142,9 @@ function parseV2(body: Record<string, unknown>, event: string, data: Record<stri
   const workItemId = required(data.id ?? body.entity_id, 'data.id');
   const acted = V2_EVENTS.get(event);
   const action = event.includes('.') ? event.slice(event.lastIndexOf('.') + 1) : null;
-  const actorId = event.endsWith('.created') ? idOf(data.created_by_id) : (idOf(data.updated_by_id) ?? idOf(data.created_by_id));
+  const actorId = event.endsWith('.created')
+    ? idOf(data.created_by_id)
+    : (idOf(data.updated_by_id) ?? idOf(data.created_by_id));
   return {
     version: 'v2',
     event,
@@ -160,9 +162,11 @@ function parseV2(body: Record<string, unknown>, event: string, data: Record<stri
 
 type Draft = Omit<PlaneEvent, 'title' | 'description' | 'url' | 'metadata'> & { data: Record<string, unknown> };
 
-function finish({ data, ...e }: Draft): PlaneEvent {
+function toEvent({ data, ...e }: Draft): PlaneEvent {
   if (e.intent === 'upsert' && e.projectId === null) throw bad('data.project is required for a work-item event');
-  const state = isObject(data.state) ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) } : null;
+  const state = isObject(data.state)
+    ? { id: idOf(data.state.id), name: text(data.state.name, MAX_ID), group: text(data.state.group, MAX_ID) }
+    : null;
   const updatedAt = text(data.updated_at, MAX_ID);
   const name = text(data.name);
   let description: string | undefined;
@@ -181,7 +185,8 @@ function finish({ data, ...e }: Draft): PlaneEvent {
       sequenceId: Number.isSafeInteger(data.sequence_id) ? data.sequence_id : null,
       priority: text(data.priority, MAX_ID),
       state,
-      updatedAt: updatedAt !== null && ISO_TIMESTAMP.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
+      updatedAt:
+        updatedAt !== null && ISO_TIMESTAMP.test(updatedAt) && !Number.isNaN(Date.parse(updatedAt)) ? updatedAt : null,
     },
   };
 }

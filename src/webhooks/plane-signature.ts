@@ -9,7 +9,11 @@ const SIGNATURE_SHAPE = /^[0-9a-f]{64}$/i;
  * because timingSafeEqual throws on a length mismatch; every secret is compared, with no early
  * exit, so timing does not tell which secret (if any) matched.
  */
-export function verifyPlaneSignature(rawBody: Buffer, signature: string | string[] | undefined, secrets: readonly string[]): boolean {
+export function verifyPlaneSignature(
+  rawBody: Buffer,
+  signature: string | string[] | undefined,
+  secrets: readonly string[],
+): boolean {
   if (typeof signature !== 'string' || !SIGNATURE_SHAPE.test(signature)) return false;
   const given = Buffer.from(signature, 'hex');
   if (given.length !== 32) return false;

@@ -71,7 +71,10 @@ export class PlaneSpoolDrainer implements OnApplicationBootstrap, BeforeApplicat
   private nextDelay(result: DrainResult): number {
     if (result === 'unavailable' || result === 'failed') {
       this.failures++;
-      return Math.max(10, fullJitterDelayMs(this.failures, this.config.infraRetryBaseDelayMs, this.config.infraRetryMaxDelayMs));
+      return Math.max(
+        10,
+        fullJitterDelayMs(this.failures, this.config.infraRetryBaseDelayMs, this.config.infraRetryMaxDelayMs),
+      );
     }
     this.failures = 0;
     return SPOOL_POLL_MS;
@@ -109,7 +112,11 @@ export class PlaneSpoolDrainer implements OnApplicationBootstrap, BeforeApplicat
           if (attempts < SPOOL_MAX_ENTRY_ATTEMPTS) return 'failed';
           if (await this.spool.deadLetter(entry)) {
             this.metrics.spool.inc({ provider: PLANE, outcome: 'dead_lettered' });
-            this.logger.error({ msg: 'spooled plane delivery moved to the dead list', spoolId: entry.id, workItemId: entry.workItemId });
+            this.logger.error({
+              msg: 'spooled plane delivery moved to the dead list',
+              spoolId: entry.id,
+              workItemId: entry.workItemId,
+            });
           }
           continue;
         }

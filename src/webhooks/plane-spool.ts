@@ -81,7 +81,12 @@ export class PlaneSpool {
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
     const base = `${config.redisPrefix}:plane-spool`;
-    this.keys = { entries: `${base}:entries`, items: `${base}:items`, attempts: `${base}:attempts`, dead: `${base}:dead` };
+    this.keys = {
+      entries: `${base}:entries`,
+      items: `${base}:items`,
+      attempts: `${base}:attempts`,
+      dead: `${base}:dead`,
+    };
   }
 
   /**
@@ -93,7 +98,15 @@ export class PlaneSpool {
     const entry: SpoolEntry = { id: randomUUID(), spooledAt: Date.now(), ...e };
     const length = Number(
       await withTimeout(
-        this.redis.eval(PUSH, 2, this.keys.entries, this.keys.items, encode(entry), entry.workItemId, SPOOL_MAX_ENTRIES),
+        this.redis.eval(
+          PUSH,
+          2,
+          this.keys.entries,
+          this.keys.items,
+          encode(entry),
+          entry.workItemId,
+          SPOOL_MAX_ENTRIES,
+        ),
         PUSH_TIMEOUT_MS,
         'spooling a delivery',
       ),
@@ -113,9 +126,16 @@ export class PlaneSpool {
   async holdsWorkItem(workItemId: string): Promise<boolean> {
     if (this.redis.status !== 'ready') return false;
     try {
-      return (await withTimeout(this.redis.hexists(this.keys.items, workItemId), LOOKUP_TIMEOUT_MS, 'the spool lookup')) === 1;
+      return (
+        (await withTimeout(this.redis.hexists(this.keys.items, workItemId), LOOKUP_TIMEOUT_MS, 'the spool lookup')) ===
+        1
+      );
     } catch (err) {
-      this.logger.warn({ msg: 'could not look at the Plane spool; the delivery goes to Postgres directly', workItemId, err: String(err) });
+      this.logger.warn({
+        msg: 'could not look at the Plane spool; the delivery goes to Postgres directly',
+        workItemId,
+        err: String(err),
+      });
       return false;
     }
   }

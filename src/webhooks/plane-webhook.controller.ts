@@ -17,17 +17,28 @@ export class PlaneWebhookController {
   @ApiHeader({
     name: 'X-Plane-Signature',
     required: true,
-    description: 'The credential of this route: lowercase hex HMAC-SHA256 of the raw body with one of PLANE_WEBHOOK_SECRETS',
+    description:
+      'The credential of this route: lowercase hex HMAC-SHA256 of the raw body with one of PLANE_WEBHOOK_SECRETS',
   })
-  @ApiHeader({ name: 'X-Plane-Delivery', required: false, description: 'per-attempt id (recorded, not used for dedupe)' })
-  @ApiBody({ description: "Plane's webhook payload (v1 or v2), exactly as signed", schema: { type: 'object', additionalProperties: true } })
+  @ApiHeader({
+    name: 'X-Plane-Delivery',
+    required: false,
+    description: 'per-attempt id (recorded, not used for dedupe)',
+  })
+  @ApiBody({
+    description: "Plane's webhook payload (v1 or v2), exactly as signed",
+    schema: { type: 'object', additionalProperties: true },
+  })
   @ApiAcceptedResponse({
     description:
       'Accepted; or accepted with spooled: true while Postgres is unreachable (kept in a Redis spool, processed once when it is back); ' +
       'or ignored with a reason (unstorable_nul_character / unstorable_lone_surrogate: recorded cleaned, never a task)',
     type: PlaneWebhookAnswer,
   })
-  @ApiOkResponse({ description: 'status "duplicate": a retry, or the work item already has its task', type: PlaneWebhookAnswer })
+  @ApiOkResponse({
+    description: 'status "duplicate": a retry, or the work item already has its task',
+    type: PlaneWebhookAnswer,
+  })
   @ApiErrors({
     400: 'Not JSON, nested deeper than 128 levels, or without data.id / the fields the event needs',
     401: 'Missing, malformed or wrong signature',
@@ -41,9 +52,13 @@ export class PlaneWebhookController {
     @Headers('x-plane-delivery') deliveryHeader: string | undefined,
   ): Promise<void> {
     const answer = await this.intake.receive({ rawBody: req.rawBody, body: req.body, signature, deliveryHeader });
-    // Written directly: Express's json() would hash the body for an ETag nobody revalidates here
-    // (~40 µs of a delivery's CPU with its other checks).
+    // Written directly: Express's json() would hash the body for an ETag nobody revalidates here.
     const json = JSON.stringify(answer.body);
-    res.writeHead(answer.httpStatus, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(json) }).end(json);
+    res
+      .writeHead(answer.httpStatus, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(json),
+      })
+      .end(json);
   }
 }

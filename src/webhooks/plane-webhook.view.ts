@@ -7,7 +7,10 @@ export class PlaneWebhookAnswer {
   @ApiProperty({ enum: STATUSES })
   status: (typeof STATUSES)[number];
 
-  @ApiPropertyOptional({ format: 'uuid', description: 'The recorded delivery (GET /api/webhook-deliveries); absent when spooled (no row yet)' })
+  @ApiPropertyOptional({
+    format: 'uuid',
+    description: 'The recorded delivery (GET /api/webhook-deliveries); absent when spooled (no row yet)',
+  })
   deliveryId?: string;
 
   @ApiPropertyOptional({ example: 'self_actor', description: 'Why an event was ignored (or found a duplicate)' })
@@ -15,7 +18,8 @@ export class PlaneWebhookAnswer {
 
   @ApiPropertyOptional({
     enum: [true],
-    description: 'Postgres was out of reach: the delivery waits in the Redis spool and is processed once when it is back',
+    description:
+      'Postgres was out of reach: the delivery waits in the Redis spool and is processed once when it is back',
   })
   spooled?: true;
 }

@@ -4,7 +4,9 @@ import type { WebhookDeliveriesRepository } from './webhook-deliveries.repositor
 /** The in-memory side only; the fold's statement is exercised against Postgres in test/webhooks-settled. */
 describe('SettledDeliveries', () => {
   const folded: Array<Map<string, { n: number; last: Date }>> = [];
-  const repo = { addDuplicates: async (m: Map<string, { n: number; last: Date }>) => void folded.push(m) } as unknown as WebhookDeliveriesRepository;
+  const repo = {
+    addDuplicates: async (m: Map<string, { n: number; last: Date }>) => void folded.push(m),
+  } as unknown as WebhookDeliveriesRepository;
   afterEach(() => jest.useRealTimers());
 
   it('remembers only final outcomes: a delivery in progress or failed must reach Postgres on retry', () => {
@@ -13,7 +15,11 @@ describe('SettledDeliveries', () => {
     expect(s.repeat('k-accepted')).toBeUndefined();
     expect(s.repeat('k-failed')).toBeUndefined();
     for (const status of ['processed', 'ignored', 'duplicate']) s.settle(`k-${status}`, `id-${status}`, status);
-    expect(['k-processed', 'k-ignored', 'k-duplicate'].map((k) => s.repeat(k))).toEqual(['id-processed', 'id-ignored', 'id-duplicate']);
+    expect(['k-processed', 'k-ignored', 'k-duplicate'].map((k) => s.repeat(k))).toEqual([
+      'id-processed',
+      'id-ignored',
+      'id-duplicate',
+    ]);
   });
 
   it('counts repeats per delivery and folds them in one call', async () => {

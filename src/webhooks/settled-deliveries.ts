@@ -72,7 +72,11 @@ export class SettledDeliveries implements BeforeApplicationShutdown {
           const now = this.pending.get(id);
           this.pending.set(id, { n: p.n + (now?.n ?? 0), last: now?.last ?? p.last });
         }
-        this.logger.warn({ msg: 'could not fold duplicate counts; trying again', deliveries: batch.size, err: String(err) });
+        this.logger.warn({
+          msg: 'could not fold duplicate counts; trying again',
+          deliveries: batch.size,
+          err: String(err),
+        });
         this.timer ??= setTimeout(() => void this.fold(), FOLD_INTERVAL_MS * 5).unref();
       })
       .finally(() => (this.folding = undefined));

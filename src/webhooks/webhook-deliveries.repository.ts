@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { preparedRows } from '../database/pg-statements';
-import { queryRows } from '../database/transaction';
+import { PgStatements } from '../database/pg-statements';
+import { queryRows } from '../database/query-rows';
 import { DeliveryStatus, UQ_WEBHOOK_DELIVERIES_DEDUPE } from './webhook-delivery.entity';
 
 export interface NewDelivery {
@@ -83,7 +83,10 @@ const FINISH_DELIVERY = `UPDATE webhook_deliveries SET
 
 @Injectable()
 export class WebhookDeliveriesRepository {
-  constructor(@InjectDataSource() private readonly ds: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly statements: PgStatements,
+  ) {}
 
   /**
    * The one statement on the hot path: insert, or — on a conflict on the dedupe key, a retry —
@@ -95,7 +98,12 @@ export class WebhookDeliveriesRepository {
    * (named): Postgres plans it once per connection.
    */
   async record(d: NewDelivery): Promise<RecordResult> {
-    const [row] = await preparedRows<{ id: string; status: DeliveryStatus; inserted: boolean; stale: boolean }>(this.ds, RECORD_DELIVERY, [
+    const [row] = await this.statements.preparedRows<{
+      id: string;
+      status: DeliveryStatus;
+      inserted: boolean;
+      stale: boolean;
+    }>(RECORD_DELIVERY, [
       d.provider,
       d.dedupeKey,
       d.externalDeliveryId,
@@ -144,11 +152,11 @@ export class WebhookDeliveriesRepository {
    * Stores what processing concluded. A replay that finds the task already there does not turn a
    * `processed` delivery into a `duplicate`: the first pass did create it.
    */
-  async finish(id: string, o: DeliveryOutcome, em?: EntityManager): Promise<void> {
+  async recordOutcome(id: string, o: DeliveryOutcome, em?: EntityManager): Promise<void> {
     const params = [id, o.status, o.reason, o.error ?? null, o.taskId ?? null, o.runId ?? null];
     // Prepared only outside a transaction (preparedRows' 26000 fallback resends; a transaction could not).
     if (em) await em.query(FINISH_DELIVERY, params);
-    else await preparedRows(this.ds, FINISH_DELIVERY, params);
+    else await this.statements.preparedRows(FINISH_DELIVERY, params);
   }
 
   async get(id: string): Promise<DeliveryRow | null> {
@@ -166,5 +174,15 @@ export class WebhookDeliveriesRepository {
         ORDER BY received_at DESC, id DESC LIMIT $${params.push(q.limit)}`,
       params,
     );
+  }
+
+  /** Deletes deliveries received more than `days` ago; answers how many. */
+  async pruneOlderThan(days: number): Promise<number> {
+    const rows = await queryRows(
+      this.ds,
+      `DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 day' RETURNING id`,
+      [days],
+    );
+    return rows.length;
   }
 }

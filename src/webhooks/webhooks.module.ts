@@ -7,6 +7,7 @@ import { PlaneSpool } from './plane-spool';
 import { PlaneSpoolDrainer } from './plane-spool-drainer';
 import { PlaneWebhookController } from './plane-webhook.controller';
 import { WebhookDeliveriesController } from './webhook-deliveries.controller';
+import { WebhookDeliveriesPruner } from './webhook-deliveries.pruner';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 
 /**
@@ -23,6 +24,7 @@ export class WebhooksModule {
       imports: [tasks],
       providers: [
         WebhookDeliveriesRepository,
+        WebhookDeliveriesPruner,
         PlaneEventHandler,
         PlaneSpool,
         SettledDeliveries,

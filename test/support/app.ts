@@ -60,7 +60,11 @@ export interface WorkerProcess {
  * in `cwd`, by default a fresh directory: where it would keep development credentials, so that a
  * test never writes into the working copy nor reads the developer's own.
  */
-export async function startProcess(env: Record<string, string>, role = 'worker', opts: { cwd?: string } = {}): Promise<WorkerProcess> {
+export async function startProcess(
+  env: Record<string, string>,
+  role = 'worker',
+  opts: { cwd?: string } = {},
+): Promise<WorkerProcess> {
   const main = join(ROOT, 'dist/src/main.js');
   if (!existsSync(main)) throw new Error('dist/src/main.js is missing: run `npm run build` (npm test does)');
   const port = await freePort();
@@ -100,7 +104,12 @@ export async function startProcess(env: Record<string, string>, role = 'worker',
 }
 
 /** Polls until `check` is true; on timeout the error says what was awaited. Never a bare sleep. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string, everyMs = 50): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  what: string,
+  everyMs = 50,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastErr: unknown;
   for (;;) {
@@ -111,7 +120,9 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
       if (String(err).includes('exited early')) throw err;
     }
     if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
@@ -133,7 +144,14 @@ export function executions(countFile: string): ExecutionLine[] {
     .filter(Boolean)
     .map((line) => {
       const [kind, runId, attempt, token, pid, at] = line.split(' ');
-      return { kind: kind as ExecutionLine['kind'], runId, attempt: Number(attempt), token: Number(token), pid: Number(pid), atNs: BigInt(at) };
+      return {
+        kind: kind as ExecutionLine['kind'],
+        runId,
+        attempt: Number(attempt),
+        token: Number(token),
+        pid: Number(pid),
+        atNs: BigInt(at),
+      };
     });
 }
 
@@ -141,7 +159,10 @@ export function count(countFile: string, kind: ExecutionLine['kind'], runId?: st
   return executions(countFile).filter((e) => e.kind === kind && (!runId || e.runId === runId)).length;
 }
 
-export async function createProject(http: TestApp['http'], body: Record<string, unknown> = {}): Promise<{ id: string; name: string }> {
+export async function createProject(
+  http: TestApp['http'],
+  body: Record<string, unknown> = {},
+): Promise<{ id: string; name: string }> {
   const res = await http
     .post('/api/projects')
     .set(auth)
@@ -169,7 +190,10 @@ export async function runStatus(runId: string): Promise<string> {
 export async function waitForStatus(runIds: string[], statuses: string[], timeoutMs = 30_000): Promise<void> {
   await waitFor(
     async () => {
-      const { rows } = await db().query('SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status = ANY($2)', [runIds, statuses]);
+      const { rows } = await db().query('SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status = ANY($2)', [
+        runIds,
+        statuses,
+      ]);
       return rows[0].n === runIds.length;
     },
     timeoutMs,

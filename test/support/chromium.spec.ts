@@ -1,4 +1,12 @@
-import { BROWSER_SPEC, CHROMIUM, ensureChromium, Host, INSTALL_COMMAND, missingChromiumMessage, runsBrowserTest } from './chromium';
+import {
+  BROWSER_SPEC,
+  CHROMIUM,
+  ensureChromium,
+  Host,
+  INSTALL_COMMAND,
+  missingChromiumMessage,
+  runsBrowserTest,
+} from './chromium';
 
 /** A machine as the setup sees it; `run` records the commands and may install the browser. */
 function fakeHost(opts: { chromium: boolean; root: boolean; apt: boolean; installWorks?: boolean }) {
@@ -10,7 +18,10 @@ function fakeHost(opts: { chromium: boolean; root: boolean; apt: boolean; instal
     run: (command) => {
       commands.push(command);
       if (opts.installWorks) files.add(CHROMIUM);
-      return { ok: Boolean(opts.installWorks), output: opts.installWorks ? 'exit 0' : 'exit 100: E: Unable to locate package chromium' };
+      return {
+        ok: Boolean(opts.installWorks),
+        output: opts.installWorks ? 'exit 0' : 'exit 100: E: Unable to locate package chromium',
+      };
     },
   };
   return { host, commands };
@@ -45,7 +56,9 @@ describe('the browser of the Bull Board test', () => {
     const { host } = fakeHost({ chromium: false, root: true, apt: true, installWorks: false });
     const lines: string[] = [];
     expect(() => ensureChromium((l) => lines.push(l), host)).not.toThrow();
-    expect(lines[1]).toMatch(/installing chromium failed after \d+ s \(exit 100: E: Unable to locate package chromium\); the browser test will fail/);
+    expect(lines[1]).toMatch(
+      /installing chromium failed after \d+ s \(exit 100: E: Unable to locate package chromium\); the browser test will fail/,
+    );
   });
 
   it('tells a person exactly what to run, in one line', () => {

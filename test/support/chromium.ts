@@ -38,7 +38,8 @@ const machine: Host = {
 
 /** The one line a person reads when the browser is missing: what to run, exactly. */
 export function missingChromiumMessage(host: Host = machine): string {
-  if (!host.exists(APT_GET)) return `${CHROMIUM} is missing: install Chromium so that ${CHROMIUM} runs it (Debian: apt-get install chromium)`;
+  if (!host.exists(APT_GET))
+    return `${CHROMIUM} is missing: install Chromium so that ${CHROMIUM} runs it (Debian: apt-get install chromium)`;
   const sudo = host.isRoot() ? '' : 'sudo ';
   return `${CHROMIUM} is missing; run: ${sudo}apt-get update && ${sudo}apt-get install -y chromium`;
 }
@@ -55,7 +56,9 @@ export function runsBrowserTest(testPathPatterns: string[]): boolean {
  */
 export function ensureChromium(log: (line: string) => void, host: Host = machine): void {
   if (host.exists(CHROMIUM) || !host.isRoot() || !host.exists(APT_GET)) return;
-  log(`test setup: ${CHROMIUM} is missing; installing Debian's chromium for the browser test (${INSTALL_COMMAND}), a minute or two...`);
+  log(
+    `test setup: ${CHROMIUM} is missing; installing Debian's chromium for the browser test (${INSTALL_COMMAND}), a minute or two...`,
+  );
   const started = Date.now();
   const res = host.run(INSTALL_COMMAND);
   const seconds = Math.round((Date.now() - started) / 1000);

@@ -33,7 +33,11 @@ export function tempDir(tag: string): string {
  * The orchestrator is the fake one, appending start/done lines to `countFile` — the outside
  * witness of how often a run really executed.
  */
-export function testEnv(tag: string, countFile: string, overrides: Record<string, string> = {}): Record<string, string> {
+export function testEnv(
+  tag: string,
+  countFile: string,
+  overrides: Record<string, string> = {},
+): Record<string, string> {
   return {
     NODE_ENV: 'test',
     DATABASE_URL: testDatabaseUrl(),

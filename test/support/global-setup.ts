@@ -11,7 +11,8 @@ import { ensureChromium, runsBrowserTest } from './chromium';
  * When the run includes the browser test, Debian's chromium is installed first if it is missing.
  */
 export default async function globalSetup(globalConfig: { testPathPatterns?: { patterns?: string[] } }): Promise<void> {
-  if (runsBrowserTest(globalConfig.testPathPatterns?.patterns ?? [])) ensureChromium((line) => process.stdout.write(`\n${line}\n`));
+  if (runsBrowserTest(globalConfig.testPathPatterns?.patterns ?? []))
+    ensureChromium((line) => process.stdout.write(`\n${line}\n`));
   const id = `${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
   const base = process.env.TEST_DATABASE_BASE_URL ?? 'postgres://postgres@127.0.0.1:5432';
   process.env.ONCEFLOW_TEST_RUN_ID = id;

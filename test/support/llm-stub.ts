@@ -68,11 +68,20 @@ export class LlmStub {
     }
     const path = (req.url ?? '/').split('?')[0];
     const provider = path === '/v1/messages' ? 'anthropic' : 'openai';
-    this.calls.push({ provider, path, authorization: req.headers.authorization, apiKey: req.headers['x-api-key'] as string, body, at: Date.now() });
+    this.calls.push({
+      provider,
+      path,
+      authorization: req.headers.authorization,
+      apiKey: req.headers['x-api-key'] as string,
+      body,
+      at: Date.now(),
+    });
     if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
     const failure = this.failures.shift();
     if (failure) {
-      res.writeHead(failure, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `scripted ${failure}` } }));
+      res
+        .writeHead(failure, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: `scripted ${failure}` } }));
       return;
     }
     const n = ++this.serial;
@@ -81,7 +90,13 @@ export class LlmStub {
     if (body.stream === true) return this.stream(res, provider, n, text);
     const json =
       provider === 'anthropic'
-        ? { id: `msg_${n}`, type: 'message', role: 'assistant', content: [{ type: 'text', text }], stop_reason: 'end_turn' }
+        ? {
+            id: `msg_${n}`,
+            type: 'message',
+            role: 'assistant',
+            content: [{ type: 'text', text }],
+            stop_reason: 'end_turn',
+          }
         : {
             id: `chatcmpl-${n}`,
             object: 'chat.completion',

@@ -75,7 +75,9 @@ export function typeCheck(file: string): string[] {
   });
   return ts.getPreEmitDiagnostics(program).map((d) => {
     const where =
-      d.file && d.start !== undefined ? `${d.file.fileName.split('/').pop()}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}` : '';
+      d.file && d.start !== undefined
+        ? `${d.file.fileName.split('/').pop()}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}`
+        : '';
     return `${where} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`;
   });
 }

@@ -11,10 +11,13 @@ export interface WorkItemState {
 
 /** Everything the intake created for one Plane work item, read from Postgres and the disk. */
 export async function workItemState(workItemId: string, workspaceRoot: string): Promise<WorkItemState> {
-  const { rows: tasks } = await db().query(`SELECT id, project_id, status, title FROM tasks WHERE external_provider = 'plane' AND external_id = $1`, [
-    workItemId,
+  const { rows: tasks } = await db().query(
+    `SELECT id, project_id, status, title FROM tasks WHERE external_provider = 'plane' AND external_id = $1`,
+    [workItemId],
+  );
+  const { rows: runs } = await db().query(`SELECT id, status, kind FROM runs WHERE task_id = ANY($1)`, [
+    tasks.map((t) => t.id),
   ]);
-  const { rows: runs } = await db().query(`SELECT id, status, kind FROM runs WHERE task_id = ANY($1)`, [tasks.map((t) => t.id)]);
   const projects = [...new Set(tasks.map((t) => t.project_id as string))];
   const workspaces = projects.flatMap((p) => {
     const dir = join(workspaceRoot, p, 'tasks');

@@ -114,7 +114,11 @@ export function v1Body(
 }
 
 /** A v2 body (hosted Plane): `event_id` is stable across retries, `delivery_id` is not. */
-export function v2Body(item: WorkItem, event: string, opts: { eventId?: string; deliveryId?: string; actor?: string } = {}): string {
+export function v2Body(
+  item: WorkItem,
+  event: string,
+  opts: { eventId?: string; deliveryId?: string; actor?: string } = {},
+): string {
   return pythonJsonDumps({
     version: 'v2',
     delivery_id: opts.deliveryId ?? randomUUID(),
@@ -138,7 +142,11 @@ export function v2Body(item: WorkItem, event: string, opts: { eventId?: string; 
 }
 
 /** Posts like Plane: the exact bytes, its headers, a fresh X-Plane-Delivery each attempt. */
-export function deliver(t: TestApp, body: string, opts: { signature?: string | null; secret?: string; event?: string } = {}) {
+export function deliver(
+  t: TestApp,
+  body: string,
+  opts: { signature?: string | null; secret?: string; event?: string } = {},
+) {
   const req = t.http
     .post('/webhooks/plane')
     .set('Content-Type', 'application/json')

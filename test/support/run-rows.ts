@@ -5,7 +5,9 @@ import { db } from './app';
  * Row factories for tests that call the runs services directly: each test makes its own project
  * and runs, in exactly the state it needs (a status, a lease, a token), without driving a worker.
  */
-export async function insertProject(maxConcurrentRuns = 1): Promise<{ id: string; name: string; workspace_path: string }> {
+export async function insertProject(
+  maxConcurrentRuns = 1,
+): Promise<{ id: string; name: string; workspace_path: string }> {
   const name = `p-${randomUUID()}`;
   const { rows } = await db().query(
     `INSERT INTO projects (name, workspace_path, max_concurrent_runs) VALUES ($1, $2, $3) RETURNING id, name, workspace_path`,
@@ -49,7 +51,10 @@ export async function insertRun(projectId: string, state: RunState = {}): Promis
 }
 
 export async function runRow(id: string): Promise<Record<string, any>> {
-  const { rows } = await db().query(`SELECT *, EXTRACT(EPOCH FROM (lease_expires_at - now())) * 1000 AS lease_ms FROM runs WHERE id = $1`, [id]);
+  const { rows } = await db().query(
+    `SELECT *, EXTRACT(EPOCH FROM (lease_expires_at - now())) * 1000 AS lease_ms FROM runs WHERE id = $1`,
+    [id],
+  );
   return rows[0];
 }
 

@@ -48,7 +48,10 @@ export class SlackStub {
     const server = createServer();
     const stub = new SlackStub(server);
     const identify = opts.identify;
-    if (identify) server.on('connection', (socket) => stub.posters.set(socket, identify(socket.remotePort ?? 0, socket.localPort ?? 0)));
+    if (identify)
+      server.on('connection', (socket) =>
+        stub.posters.set(socket, identify(socket.remotePort ?? 0, socket.localPort ?? 0)),
+      );
     server.on('request', (req, res) => void stub.handle(req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return stub;
@@ -122,7 +125,8 @@ export class SlackStub {
       if (!res.writableFinished) entry.state = 'aborted';
     });
     entry.release = answer;
-    if (req.method !== 'POST' || req.url !== this.secretPath || body === null || !text) return answer({ status: 400, body: 'invalid_payload' });
+    if (req.method !== 'POST' || req.url !== this.secretPath || body === null || !text)
+      return answer({ status: 400, body: 'invalid_payload' });
     const key = [...this.plans.keys()].find((k) => text.includes(k));
     const reply = key ? this.plans.get(key)!.shift() : undefined;
     if (key && this.plans.get(key)!.length === 0) this.plans.delete(key);

@@ -23,7 +23,15 @@ export function stepLines(file: string, runId?: string): StepLine[] {
     .filter(Boolean)
     .map((line) => {
       const [kind, id, attempt, token, pid, at, extra] = line.split(' ');
-      return { kind: kind as StepLine['kind'], runId: id, attempt: Number(attempt), token: Number(token), pid: Number(pid), atNs: BigInt(at), extra };
+      return {
+        kind: kind as StepLine['kind'],
+        runId: id,
+        attempt: Number(attempt),
+        token: Number(token),
+        pid: Number(pid),
+        atNs: BigInt(at),
+        extra,
+      };
     })
     .filter((l) => !runId || l.runId === runId);
 }

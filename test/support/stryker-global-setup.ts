@@ -50,7 +50,9 @@ async function dropLeftovers(base: string, redisUrl: string): Promise<void> {
   await pg.connect();
   const dead: number[] = [];
   try {
-    const { rows } = await pg.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE 'onceflow\\_test\\_mut%'`);
+    const { rows } = await pg.query<{ datname: string }>(
+      `SELECT datname FROM pg_database WHERE datname LIKE 'onceflow\\_test\\_mut%'`,
+    );
     for (const { datname } of rows) {
       const pid = Number(/^onceflow_test_mut(\d+)_/.exec(datname)?.[1]);
       if (!pid || alive(pid)) continue;

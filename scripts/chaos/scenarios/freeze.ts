@@ -13,7 +13,14 @@ export const freeze: Scenario = {
   summary: 'a worker frozen (SIGSTOP) past its lock TTL, then resumed (SIGCONT)',
   cluster: () => ({ workers: 3 }),
   async run(c, { quick, rand, log }) {
-    const waves = new Waves(c, rand, { runs: 10, copies: 2, sleepMin: 1.0, sleepMax: 3.5, transientShare: 0.1, maxConcurrentRuns: 12 });
+    const waves = new Waves(c, rand, {
+      runs: 10,
+      copies: 2,
+      sleepMin: 1.0,
+      sleepMax: 3.5,
+      transientShare: 0.1,
+      maxConcurrentRuns: 12,
+    });
     const rounds = quick ? 2 : 5;
     const freezeMs = 3 * c.lockTtlMs;
     const violations: string[] = [];
@@ -29,7 +36,9 @@ export const freeze: Scenario = {
           const victim = pick(rand, busy).worker;
           held = c.freeze(victim);
           if (held > 0) {
-            log(`round ${round}: SIGSTOP ${victim.label} (pid ${victim.pid}, ${held} command(s) alive) for ${freezeMs} ms`);
+            log(
+              `round ${round}: SIGSTOP ${victim.label} (pid ${victim.pid}, ${held} command(s) alive) for ${freezeMs} ms`,
+            );
             return true;
           }
           c.thaw(victim); // its last command ended in between: try again

@@ -6,7 +6,15 @@ const ERR = (status: number): StubReply => ({ status, body: 'stub_error' });
 const LIMIT: StubReply = { status: 429, headers: { 'Retry-After': '1' }, body: 'rate_limited' };
 
 /** Scripted Slack misbehaviour per message: 5xx, 429 + Retry-After, or both, before a 200. */
-const PLANS: StubReply[][] = [[], [ERR(500)], [ERR(500), ERR(503)], [LIMIT], [ERR(500), LIMIT], [LIMIT, LIMIT], [ERR(502), ERR(500), ERR(500)]];
+const PLANS: StubReply[][] = [
+  [],
+  [ERR(500)],
+  [ERR(500), ERR(503)],
+  [LIMIT],
+  [ERR(500), LIMIT],
+  [LIMIT, LIMIT],
+  [ERR(502), ERR(500), ERR(500)],
+];
 
 /** Slack answers 500s and 429s with Retry-After; every finished run must still be announced once. */
 export const slack: Scenario = {
@@ -20,7 +28,11 @@ export const slack: Scenario = {
     const planned = new Map<string, number>();
     for (let i = 0; i < n; i++) {
       const fail = rand() < 0.2 ? ' fail' : '';
-      const id = await c.client.createRun(project, `slack run ${i} sleep=0.${1 + Math.floor(rand() * 4)}${fail}`, false);
+      const id = await c.client.createRun(
+        project,
+        `slack run ${i} sleep=0.${1 + Math.floor(rand() * 4)}${fail}`,
+        false,
+      );
       const plan = pick(rand, PLANS);
       if (plan.length) c.slack.plan(id, ...plan);
       planned.set(id, plan.length);
@@ -28,7 +40,9 @@ export const slack: Scenario = {
     }
     const storm = await dispatchStormOf(c, runIds);
     // The faults must land: every scripted error answered before the run's message got its 200.
-    await waitFor(() => runIds.every((id) => c.slack.delivered(id) > 0), 60_000, 'every run announced').catch(() => undefined);
+    await waitFor(() => runIds.every((id) => c.slack.delivered(id) > 0), 60_000, 'every run announced').catch(
+      () => undefined,
+    );
     const violations: string[] = [];
     for (const [id, n] of planned) {
       const served = c.slack.for(id).filter((r) => r.state === 'answered' && r.status !== 200).length;

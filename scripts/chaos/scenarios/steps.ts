@@ -47,7 +47,9 @@ export const steps: Scenario = {
         const held = c.freeze(victim);
         freezes++;
         if (held > 0) busyFaults++;
-        log(`round ${round}: SIGSTOP ${victim.label} (pid ${victim.pid}, ${held} command(s) alive) for ${3 * c.lockTtlMs} ms`);
+        log(
+          `round ${round}: SIGSTOP ${victim.label} (pid ${victim.pid}, ${held} command(s) alive) for ${3 * c.lockTtlMs} ms`,
+        );
         await sleep(3 * c.lockTtlMs);
         c.thaw(victim);
       } else {
@@ -60,7 +62,8 @@ export const steps: Scenario = {
       }
     }
     await Promise.all(restarts);
-    if (busyFaults * 2 <= kills + freezes) violations.push(`only ${busyFaults} of ${kills + freezes} faults hit a worker running commands`);
+    if (busyFaults * 2 <= kills + freezes)
+      violations.push(`only ${busyFaults} of ${kills + freezes} faults hit a worker running commands`);
     return {
       counts: { runsCreated: runIds.length, kills, freezes, busyFaults },
       violations,
@@ -69,7 +72,9 @@ export const steps: Scenario = {
   },
 };
 
-async function checkStepsOf(c: Cluster): Promise<{ violations: string[]; windows: string[]; counts: Record<string, number> }> {
+async function checkStepsOf(
+  c: Cluster,
+): Promise<{ violations: string[]; windows: string[]; counts: Record<string, number> }> {
   const { rows: runs } = await c.pg.query<{ id: string; status: string; requirement: string }>(
     `SELECT id, status, requirement FROM runs WHERE requirement LIKE '%steps=%'`,
   );
@@ -82,7 +87,8 @@ async function checkStepsOf(c: Cluster): Promise<{ violations: string[]; windows
   const faults = c.allFaults();
   // A fault can catch each command of its worker in the middle of its LLM call: one call more each.
   const inFlight = faults.reduce(
-    (n, f) => n + (f.kind === 'kill' || f.kind === 'freeze' ? (f.held ?? CONCURRENCY) : f.kind === 'stall' ? CONCURRENCY : 0),
+    (n, f) =>
+      n + (f.kind === 'kill' || f.kind === 'freeze' ? (f.held ?? CONCURRENCY) : f.kind === 'stall' ? CONCURRENCY : 0),
     0,
   );
   const { findings, counts } = checkSteps({
@@ -98,7 +104,10 @@ async function checkStepsOf(c: Cluster): Promise<{ violations: string[]; windows
   const evidence = join(c.dir, 'evidence.log');
   for (const f of findings) {
     const own = lines.filter((l) => l.runId === f.runId).map((l) => `  step line ${JSON.stringify(l)}`);
-    appendFileSync(evidence, `${f.kind === 'window' ? 'at-least-once window (step): ' : ''}${f.message}\n${own.join('\n')}\n`);
+    appendFileSync(
+      evidence,
+      `${f.kind === 'window' ? 'at-least-once window (step): ' : ''}${f.message}\n${own.join('\n')}\n`,
+    );
   }
   return {
     violations: findings.filter((f) => f.kind === 'violation').map((f) => f.message),

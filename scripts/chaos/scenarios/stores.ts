@@ -23,8 +23,12 @@ export const stores: Scenario = {
     });
     waves.launch();
     // Plane deliveries keep coming while the stores fail: intake must neither lose nor double them.
-    const plane = sleep(1500).then(() => planeStorm(c, rand, { items: quick ? 6 : 20, copies: 4, fields: 2, botItems: 0 }));
-    const faults = quick ? ['redis', 'pg', 'pg', 'redis'] : ['redis', 'pg', 'pg', 'redis', 'pg', 'redis', 'pg', 'pg', 'redis', 'pg'];
+    const plane = sleep(1500).then(() =>
+      planeStorm(c, rand, { items: quick ? 6 : 20, copies: 4, fields: 2, botItems: 0 }),
+    );
+    const faults = quick
+      ? ['redis', 'pg', 'pg', 'redis']
+      : ['redis', 'pg', 'pg', 'redis', 'pg', 'redis', 'pg', 'pg', 'redis', 'pg'];
     let wipes = 0;
     let keysDeleted = 0;
     let pgTerminations = 0;
@@ -51,7 +55,8 @@ export const stores: Scenario = {
     log(`dispatch answers ${runs.answers}; plane answers ${deliveries.answers}`);
     // Plane does not retry a 5xx: the event would be lost. The contract allows none (a spool takes
     // deliveries while Postgres is unreachable).
-    if (deliveries.answers.get('5xx') > 0) violations.push(`plane: ${deliveries.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
+    if (deliveries.answers.get('5xx') > 0)
+      violations.push(`plane: ${deliveries.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
     return {
       workItems: deliveries.workItems,
       violations: [...violations, ...runs.badStorms.map((id) => `dispatch: run ${id} not accepted exactly once`)],

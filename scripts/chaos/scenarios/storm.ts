@@ -11,7 +11,12 @@ export const storm: Scenario = {
   summary: 'dispatch storm (10x per run) + Plane duplicate-delivery storm',
   cluster: () => ({ workers: 2 }),
   async run(c, { quick, rand, log }) {
-    const planeSpec = { items: quick ? 12 : 40, copies: quick ? 8 : 10, fields: quick ? 3 : 5, botItems: quick ? 3 : 6 };
+    const planeSpec = {
+      items: quick ? 12 : 40,
+      copies: quick ? 8 : 10,
+      fields: quick ? 3 : 5,
+      botItems: quick ? 3 : 6,
+    };
     const [runs, plane] = await Promise.all([
       dispatchStorm(c, rand, {
         runs: quick ? 40 : 150,
@@ -29,8 +34,10 @@ export const storm: Scenario = {
     // Each distinct body is stored once; every other copy is answered as a duplicate.
     const distinct = planeSpec.items * (1 + planeSpec.fields) + planeSpec.botItems * 2;
     const stored = (await c.pg.query(`SELECT count(*)::int AS n FROM webhook_deliveries`)).rows[0].n as number;
-    if (stored !== distinct) violations.push(`plane storm: ${stored} deliveries stored for ${distinct} distinct bodies`);
-    if (plane.answers.get('5xx') > 0) violations.push(`plane storm: ${plane.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
+    if (stored !== distinct)
+      violations.push(`plane storm: ${stored} deliveries stored for ${distinct} distinct bodies`);
+    if (plane.answers.get('5xx') > 0)
+      violations.push(`plane storm: ${plane.answers.get('5xx')} deliveries answered 5xx (Plane would drop them)`);
     return {
       workItems: plane.workItems,
       botItems: plane.botItems,

@@ -74,7 +74,8 @@ export class CommandWatchdog {
       this.child = undefined;
       // Started again at once while commands run: each is guarded again within milliseconds. One
       // that dies as it starts (no memory, no pids) is retried after a second, not in a loop.
-      if (this.deadlines.size > 0) setTimeout(() => this.rearm(), performance.now() - startedAt < 1000 ? 1000 : 0).unref();
+      if (this.deadlines.size > 0)
+        setTimeout(() => this.rearm(), performance.now() - startedAt < 1000 ? 1000 : 0).unref();
     };
     child.once('error', gone);
     child.once('exit', gone);
@@ -88,6 +89,7 @@ export class CommandWatchdog {
 
   private rearm(): void {
     const now = performance.now();
-    for (const [pgid, deadline] of this.deadlines) this.send(`W ${pgid} ${Math.max(0, Math.ceil(deadline - now))}\n`).catch(() => undefined);
+    for (const [pgid, deadline] of this.deadlines)
+      this.send(`W ${pgid} ${Math.max(0, Math.ceil(deadline - now))}\n`).catch(() => undefined);
   }
 }

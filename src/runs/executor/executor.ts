@@ -49,7 +49,12 @@ export interface RunExecutor {
 
 export const RUN_EXECUTOR = Symbol('RUN_EXECUTOR');
 
-export function classifyExit(exitCode: number | null, signal: string | null, timedOut: boolean, aborted: boolean): ExecutionOutcome {
+export function classifyExit(
+  exitCode: number | null,
+  signal: string | null,
+  timedOut: boolean,
+  aborted: boolean,
+): ExecutionOutcome {
   // An exit status means the command ended on its own — even if its lease was lost or its timeout
   // fired meanwhile (under load the exit can reach us after the abort). Its work is done: report
   // what it said, and let the fenced finalize decide whether the outcome is still ours to record.

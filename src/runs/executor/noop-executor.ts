@@ -10,6 +10,13 @@ export class NoopExecutor implements RunExecutor {
 
   async execute(_req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
     const aborted = signal.aborted;
-    return { outcome: aborted ? 'aborted' : 'success', exitCode: aborted ? null : 0, signal: null, timedOut: false, outputTail: '', durationMs: 0 };
+    return {
+      outcome: aborted ? 'aborted' : 'success',
+      exitCode: aborted ? null : 0,
+      signal: null,
+      timedOut: false,
+      outputTail: '',
+      durationMs: 0,
+    };
   }
 }

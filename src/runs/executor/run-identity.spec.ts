@@ -6,14 +6,26 @@ const passwd =
 
 describe('RUN_AS_USER', () => {
   it('runs commands as the unprivileged default user when the worker may switch users', () => {
-    expect(resolveRunIdentity(undefined, true, passwd)).toEqual({ kind: 'user', name: 'nobody', uid: 65534, gid: 65534 });
+    expect(resolveRunIdentity(undefined, true, passwd)).toEqual({
+      kind: 'user',
+      name: 'nobody',
+      uid: 65534,
+      gid: 65534,
+    });
     expect(resolveRunIdentity('build', true, passwd)).toEqual({ kind: 'user', name: 'build', uid: 1000, gid: 1000 });
-    expect(resolveRunIdentity('2000:3000', true, passwd)).toEqual({ kind: 'user', name: '2000:3000', uid: 2000, gid: 3000 });
+    expect(resolveRunIdentity('2000:3000', true, passwd)).toEqual({
+      kind: 'user',
+      name: '2000:3000',
+      uid: 2000,
+      gid: 3000,
+    });
   });
 
   it('refuses to start a worker that may not switch users, unless RUN_AS_USER=same accepts the risk', () => {
     expect(() => resolveRunIdentity(undefined, false, passwd)).toThrow(ConfigError);
-    expect(() => resolveRunIdentity('build', false, passwd)).toThrow(/may not start commands as another user.*RUN_AS_USER=same/);
+    expect(() => resolveRunIdentity('build', false, passwd)).toThrow(
+      /may not start commands as another user.*RUN_AS_USER=same/,
+    );
     expect(resolveRunIdentity('same', false, passwd)).toEqual({ kind: 'same' });
   });
 

@@ -19,12 +19,16 @@ export function maySwitchUsers(status = readProc('/proc/self/status')): boolean 
 }
 
 /** `name` from /etc/passwd, or `uid:gid`. */
-export function lookupUser(spec: string, passwd = readProc('/etc/passwd') ?? ''): { name: string; uid: number; gid: number } | undefined {
+export function lookupUser(
+  spec: string,
+  passwd = readProc('/etc/passwd') ?? '',
+): { name: string; uid: number; gid: number } | undefined {
   const numeric = /^(\d+):(\d+)$/.exec(spec);
   if (numeric) return { name: spec, uid: Number(numeric[1]), gid: Number(numeric[2]) };
   for (const line of passwd.split('\n')) {
     const [name, , uid, gid] = line.split(':');
-    if (name === spec && /^\d+$/.test(uid ?? '') && /^\d+$/.test(gid ?? '')) return { name, uid: Number(uid), gid: Number(gid) };
+    if (name === spec && /^\d+$/.test(uid ?? '') && /^\d+$/.test(gid ?? ''))
+      return { name, uid: Number(uid), gid: Number(gid) };
   }
   return undefined;
 }
@@ -35,7 +39,11 @@ export function lookupUser(spec: string, passwd = readProc('/etc/passwd') ?? '')
  * (`/proc/<pid>/environ`), so that takes an explicit `RUN_AS_USER=same`. Otherwise the command
  * runs as an unprivileged user, which needs a worker that may switch users.
  */
-export function resolveRunIdentity(runAsUser: string | undefined, canSwitch = maySwitchUsers(), passwd?: string): RunIdentity {
+export function resolveRunIdentity(
+  runAsUser: string | undefined,
+  canSwitch = maySwitchUsers(),
+  passwd?: string,
+): RunIdentity {
   if (runAsUser === 'same') return { kind: 'same' };
   const spec = runAsUser ?? DEFAULT_RUN_USER;
   if (!canSwitch) {
@@ -46,7 +54,8 @@ export function resolveRunIdentity(runAsUser: string | undefined, canSwitch = ma
   }
   const user = lookupUser(spec, passwd);
   if (!user) throw new ConfigError(`RUN_AS_USER=${spec}: no such user (give a user name or uid:gid)`);
-  if (user.uid === 0) throw new ConfigError(`RUN_AS_USER=${spec} is root: give an unprivileged user (or "same" to run as the worker)`);
+  if (user.uid === 0)
+    throw new ConfigError(`RUN_AS_USER=${spec} is root: give an unprivileged user (or "same" to run as the worker)`);
   return { kind: 'user', ...user };
 }
 

@@ -91,7 +91,12 @@ export class ShellExecutor implements RunExecutor {
     return { env, dir };
   }
 
-  private async run(req: ExecutionRequest, signal: AbortSignal, prepared: Prepared, started: number): Promise<ExecutionResult> {
+  private async run(
+    req: ExecutionRequest,
+    signal: AbortSignal,
+    prepared: Prepared,
+    started: number,
+  ): Promise<ExecutionResult> {
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
     const watchdogMs = req.watchdogMs ?? 365 * 24 * 3600 * 1000;
     let child: ChildProcess;

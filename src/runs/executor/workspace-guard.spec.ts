@@ -27,10 +27,14 @@ describe('ensureWorkspace', () => {
   it('never creates or chowns through a symlink planted below the root', async () => {
     rmSync(join(root, 'p1', 'tasks'), { recursive: true });
     symlinkSync(outside, join(root, 'p1', 'tasks'));
-    await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 't2'), { uid: 65534, gid: 65534 })).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+    await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 't2'), { uid: 65534, gid: 65534 })).rejects.toThrow(
+      /symlink below WORKSPACE_ROOT/,
+    );
     expect(existsSync(join(outside, 't2'))).toBe(false);
     symlinkSync(outside, join(root, 'p2'));
-    await expect(ensureWorkspace(root, join(root, 'p2'), { uid: 65534, gid: 65534 })).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+    await expect(ensureWorkspace(root, join(root, 'p2'), { uid: 65534, gid: 65534 })).rejects.toThrow(
+      /symlink below WORKSPACE_ROOT/,
+    );
     expect(statSync(outside).uid).toBe(process.geteuid!());
   });
 

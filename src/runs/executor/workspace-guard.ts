@@ -8,13 +8,18 @@ import { canonicalPath } from '../workspace-path';
  * own their workspaces, so an earlier command could have planted a symlink (`tasks -> /etc`);
  * the worker, running as root, must never create or chown anything through one.
  */
-export async function ensureWorkspace(root: string, workspace: string, owner?: { uid: number; gid: number }): Promise<void> {
+export async function ensureWorkspace(
+  root: string,
+  workspace: string,
+  owner?: { uid: number; gid: number },
+): Promise<void> {
   const rel = relative(root, workspace);
   if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
     throw new Error(`workspace ${workspace} is not inside WORKSPACE_ROOT (${root})`);
   }
   const expected = join(await realpath(root), rel);
-  const escapes = (real: string) => new Error(`workspace ${workspace} resolves to ${real}: a symlink below WORKSPACE_ROOT`);
+  const escapes = (real: string) =>
+    new Error(`workspace ${workspace} resolves to ${real}: a symlink below WORKSPACE_ROOT`);
   const before = await canonicalPath(workspace).catch((err: Error) => {
     throw new Error(`workspace ${workspace}: ${err.message}`);
   });

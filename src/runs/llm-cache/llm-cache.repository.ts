@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../../database/transaction';
+import { queryRows } from '../../database/query-rows';
 import type { AttemptRef } from '../steps/step-journal.repository';
 
 export interface CachedAnswer {
@@ -55,7 +55,10 @@ export class LlmCacheRepository {
 
   /** Expired answers go (the scheduler calls this). */
   async prune(): Promise<number> {
-    const rows = await queryRows<{ scope: string }>(this.ds, 'DELETE FROM llm_cache_entries WHERE expires_at <= now() RETURNING scope');
+    const rows = await queryRows<{ scope: string }>(
+      this.ds,
+      'DELETE FROM llm_cache_entries WHERE expires_at <= now() RETURNING scope',
+    );
     return rows.length;
   }
 }

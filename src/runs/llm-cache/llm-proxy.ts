@@ -1,5 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { Agent as HttpAgent, IncomingMessage, OutgoingHttpHeaders, request as httpRequest, ServerResponse } from 'node:http';
+import {
+  Agent as HttpAgent,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  request as httpRequest,
+  ServerResponse,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
@@ -55,12 +61,24 @@ export class LlmProxy {
   ) {}
 
   /** `rest` is what follows `/<provider>` in the proxy URL: the upstream path and query. */
-  async handle(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, provider: LlmProvider, rest: string): Promise<void> {
-    const target = upstreamUrl(provider === 'openai' ? this.config.llmOpenaiUpstream : this.config.llmAnthropicUpstream, rest);
+  async handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    grant: AttemptGrant,
+    provider: LlmProvider,
+    rest: string,
+  ): Promise<void> {
+    const target = upstreamUrl(
+      provider === 'openai' ? this.config.llmOpenaiUpstream : this.config.llmAnthropicUpstream,
+      rest,
+    );
     if (!target) return fail(res, 400, 'onceflow: this path does not map to the configured upstream');
     const body = await readBody(req, MAX_REQUEST_BYTES);
     if (!body) return fail(res, 413, `onceflow: request body over ${MAX_REQUEST_BYTES} bytes`);
-    const key = req.method === 'POST' && this.config.llmCacheScope !== 'off' ? requestKey(provider, target.path, body) : undefined;
+    const key =
+      req.method === 'POST' && this.config.llmCacheScope !== 'off'
+        ? requestKey(provider, target.path, body)
+        : undefined;
     if (!key) {
       this.metrics.llmCache.inc({ provider, result: 'miss' });
       return this.forward(req, res, grant, provider, target.url, body);
@@ -96,7 +114,14 @@ export class LlmProxy {
       await served;
       const head = flight.head;
       const answer = flight.body;
-      if (head && head.status >= 200 && head.status < 300 && answer && answer.length <= this.config.llmCacheMaxBytes && !encoded(head)) {
+      if (
+        head &&
+        head.status >= 200 &&
+        head.status < 300 &&
+        answer &&
+        answer.length <= this.config.llmCacheMaxBytes &&
+        !encoded(head)
+      ) {
         const stored = await this.cache.store(grant, {
           scope,
           hash: key.hash,
@@ -107,11 +132,21 @@ export class LlmProxy {
           body: answer,
           ttlMs: this.config.llmCacheTtlMs,
         });
-        if (!stored) this.logger.warn({ msg: 'LLM answer not cached: the attempt no longer holds its run', runId: grant.runId, provider });
+        if (!stored)
+          this.logger.warn({
+            msg: 'LLM answer not cached: the attempt no longer holds its run',
+            runId: grant.runId,
+            provider,
+          });
       }
     } catch (err) {
       if (!flight.head) flight.fail(err as Error);
-      this.logger.warn({ msg: 'LLM proxy request failed', runId: grant.runId, provider, err: String((err as Error).message ?? err) });
+      this.logger.warn({
+        msg: 'LLM proxy request failed',
+        runId: grant.runId,
+        provider,
+        err: String((err as Error).message ?? err),
+      });
     } finally {
       if (this.flights.get(flightKey) === flight) this.flights.delete(flightKey);
     }
@@ -149,7 +184,14 @@ export class LlmProxy {
   }
 
   /** One upstream call feeding the flight; resolves when the answer has ended. */
-  private callUpstream(req: IncomingMessage, grant: AttemptGrant, provider: LlmProvider, url: URL, body: Buffer, flight: Flight): Promise<void> {
+  private callUpstream(
+    req: IncomingMessage,
+    grant: AttemptGrant,
+    provider: LlmProvider,
+    url: URL,
+    body: Buffer,
+    flight: Flight,
+  ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const up = this.send(req, url, body, (upRes) => {
         this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
@@ -174,13 +216,23 @@ export class LlmProxy {
   }
 
   /** Not cacheable (not a JSON POST, or the cache is off): forwarded as is, aborted with its client. */
-  private forward(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, provider: LlmProvider, url: URL, body: Buffer): Promise<void> {
+  private forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    grant: AttemptGrant,
+    provider: LlmProvider,
+    url: URL,
+    body: Buffer,
+  ): Promise<void> {
     return new Promise<void>((resolve) => {
       const up = this.send(req, url, body, (upRes) => {
         this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
         grant.stats.llmUpstream++;
         res.setHeader(CACHE_HEADER, 'miss');
-        res.writeHead(upRes.statusCode ?? 502, answerHeaders({ status: upRes.statusCode ?? 502, headers: upRes.headers }));
+        res.writeHead(
+          upRes.statusCode ?? 502,
+          answerHeaders({ status: upRes.statusCode ?? 502, headers: upRes.headers }),
+        );
         upRes.pipe(res);
         upRes.once('end', () => resolve());
         upRes.once('error', () => resolve());
@@ -206,7 +258,8 @@ export class LlmProxy {
     }
     // Identity: the answer is stored and replayed as the bytes it is, with its content-type only.
     headers['accept-encoding'] = 'identity';
-    if (body.length || req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH') headers['content-length'] = body.length;
+    if (body.length || req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH')
+      headers['content-length'] = body.length;
     const options = { method: req.method, headers, timeout: UPSTREAM_IDLE_MS };
     const up =
       url.protocol === 'https:'
@@ -236,7 +289,8 @@ export function upstreamUrl(base: string, rest: string): { url: URL; path: strin
   }
   const b = new URL(base);
   const prefix = b.pathname.replace(/\/+$/, '');
-  if (url.origin !== b.origin || (prefix && url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`))) return undefined;
+  if (url.origin !== b.origin || (prefix && url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`)))
+    return undefined;
   if (url.pathname !== `${prefix}${path}`) return undefined; // the URL parser rewrote it (dot segments)
   return { url, path };
 }

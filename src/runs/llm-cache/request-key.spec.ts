@@ -4,8 +4,16 @@ describe('LLM cache request key', () => {
   const body = (o: unknown) => Buffer.from(JSON.stringify(o));
 
   it('is the same for bodies that differ only in key order or whitespace', () => {
-    const a = requestKey('openai', '/chat/completions', Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}],"n":1}'));
-    const b = requestKey('openai', '/chat/completions', Buffer.from('{ "n": 1, "messages": [ {"content": "hi", "role": "user"} ], "model": "m" }'));
+    const a = requestKey(
+      'openai',
+      '/chat/completions',
+      Buffer.from('{"model":"m","messages":[{"role":"user","content":"hi"}],"n":1}'),
+    );
+    const b = requestKey(
+      'openai',
+      '/chat/completions',
+      Buffer.from('{ "n": 1, "messages": [ {"content": "hi", "role": "user"} ], "model": "m" }'),
+    );
     expect(a?.hash).toBe(b?.hash);
   });
 
@@ -20,7 +28,9 @@ describe('LLM cache request key', () => {
     const k = requestKey('openai', '/chat/completions', body(base))!.hash;
     expect(requestKey('anthropic', '/chat/completions', body(base))!.hash).not.toBe(k);
     expect(requestKey('openai', '/responses', body(base))!.hash).not.toBe(k);
-    expect(requestKey('openai', '/chat/completions', body({ ...base, messages: [...base.messages].reverse() }))!.hash).not.toBe(k);
+    expect(
+      requestKey('openai', '/chat/completions', body({ ...base, messages: [...base.messages].reverse() }))!.hash,
+    ).not.toBe(k);
     expect(requestKey('openai', '/chat/completions', body({ ...base, model: 'm2' }))!.hash).not.toBe(k);
     expect(requestKey('openai', '/chat/completions', body({ ...base, temperature: 0 }))!.hash).not.toBe(k);
   });

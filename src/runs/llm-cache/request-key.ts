@@ -18,7 +18,11 @@ export function canonicalJson(value: unknown): string {
  * the API key above all — and the query string are not part of it. Undefined when the body is not
  * JSON we can key (such a request is forwarded, never cached).
  */
-export function requestKey(provider: LlmProvider, path: string, body: Buffer): { hash: string; stream: boolean } | undefined {
+export function requestKey(
+  provider: LlmProvider,
+  path: string,
+  body: Buffer,
+): { hash: string; stream: boolean } | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));

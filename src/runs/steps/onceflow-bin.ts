@@ -43,7 +43,10 @@ export class OnceflowBin implements OnModuleInit, OnApplicationShutdown {
     // The CLI requires '../worker-api.protocol': keep that layout.
     copyFileSync(cli, join(lib, 'cli', 'onceflow.js'));
     copyFileSync(join(dirname(cli), '..', 'worker-api.protocol.js'), join(lib, 'worker-api.protocol.js'));
-    writeFileSync(join(dir, 'onceflow'), `#!/bin/sh\nexec ${quote(process.execPath)} ${quote(join(lib, 'cli', 'onceflow.js'))} "$@"\n`);
+    writeFileSync(
+      join(dir, 'onceflow'),
+      `#!/bin/sh\nexec ${quote(process.execPath)} ${quote(join(lib, 'cli', 'onceflow.js'))} "$@"\n`,
+    );
     if (SAMPLE_SOURCE) copyFileSync(SAMPLE_SOURCE, join(dir, SAMPLE_ORCHESTRATOR_NAME));
     for (const path of [dir, lib, join(lib, 'cli')]) chmodSync(path, 0o755);
     for (const path of [join(lib, 'cli', 'onceflow.js'), join(lib, 'worker-api.protocol.js')]) chmodSync(path, 0o644);

@@ -44,7 +44,10 @@ export class RunAttempts {
   open(grant: Omit<AttemptGrant, 'stats'>): OpenAttempt {
     const token = `ofr_${randomBytes(32).toString('base64url')}`;
     const key = digest(token);
-    const full: AttemptGrant = { ...grant, stats: { executed: 0, replayed: 0, refused: 0, llmUpstream: 0, llmCached: 0 } };
+    const full: AttemptGrant = {
+      ...grant,
+      stats: { executed: 0, replayed: 0, refused: 0, llmUpstream: 0, llmCached: 0 },
+    };
     const close = () => {
       this.byDigest.delete(key);
       grant.signal.removeEventListener('abort', close);

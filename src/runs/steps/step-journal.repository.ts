@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../../database/transaction';
+import { queryRows } from '../../database/query-rows';
 import { StepStatus } from './run-step.entity';
 
 /** Who is asking: the attempt that (believes it) holds the run. */
@@ -81,7 +81,15 @@ export class StepJournalRepository {
        )
        SELECT (SELECT count(*) FROM run)::int AS held, (SELECT status FROM upd) AS status,
               (SELECT status FROM run_steps WHERE run_id = $1 AND name = $3) AS current`,
-      [a.runId, a.fencingToken, name, done ? StepStatus.DONE : StepStatus.STARTED, exitCode, done ? output : null, done ? output.length : 0],
+      [
+        a.runId,
+        a.fencingToken,
+        name,
+        done ? StepStatus.DONE : StepStatus.STARTED,
+        exitCode,
+        done ? output : null,
+        done ? output.length : 0,
+      ],
     );
     const r = rows[0];
     if (!r || r.held === 0) return { kind: 'fenced' };

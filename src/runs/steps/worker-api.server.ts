@@ -3,7 +3,7 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import type { AddressInfo } from 'node:net';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
-import { isTransientDbError } from '../../database/transaction';
+import { isTransientDbError } from '../../database/pg-errors';
 import { MetricsService } from '../../metrics/metrics.service';
 import { fail, LlmProxy, readBody } from '../llm-cache/llm-proxy';
 import { AttemptGrant, RunAttempts } from './run-attempts';
@@ -41,7 +41,9 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
     this.server = server;
     this.listening = new Promise<string>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.config.workerApiPort, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));
+      server.listen(this.config.workerApiPort, '127.0.0.1', () =>
+        resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+      );
     });
   }
 
@@ -64,19 +66,27 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
       const llm = /^\/llm\/([^/]+)\/(openai|anthropic)(\/.*)?$/.exec(url);
       if (llm) {
         const grant = this.attempts.resolve(llm[1]);
-        if (!grant) return this.refused(res, 403, 'this attempt no longer holds the run (or the credential is not valid)');
+        if (!grant)
+          return this.refused(res, 403, 'this attempt no longer holds the run (or the credential is not valid)');
         return await this.proxy.handle(req, res, grant, llm[2] as 'openai' | 'anthropic', llm[3] ?? '/');
       }
       const m = /^\/v1\/(steps|values)\/([^/?]+)(?:\/(start|finish))?$/.exec(url);
       if (!m) return fail(res, 404, 'onceflow: no such route');
       const auth = req.headers.authorization;
       const grant = this.attempts.resolve(auth?.startsWith('Bearer ') ? auth.slice(7) : undefined);
-      if (!grant) return this.refused(res, auth ? 403 : 401, 'this attempt no longer holds the run (or the credential is not valid)');
+      if (!grant)
+        return this.refused(
+          res,
+          auth ? 403 : 401,
+          'this attempt no longer holds the run (or the credential is not valid)',
+        );
       const name = m[2];
       // Names are plain ASCII ([A-Za-z0-9._:-]): taken as they stand, never percent-decoded.
-      if (!STEP_NAME_PATTERN.test(name)) return fail(res, 400, 'onceflow: names are 1-128 characters of [A-Za-z0-9._:-]');
+      if (!STEP_NAME_PATTERN.test(name))
+        return fail(res, 400, 'onceflow: names are 1-128 characters of [A-Za-z0-9._:-]');
       if (m[1] === 'steps' && req.method === 'POST' && m[3] === 'start') return await this.start(res, grant, name);
-      if (m[1] === 'steps' && req.method === 'POST' && m[3] === 'finish') return await this.finish(req, res, grant, name);
+      if (m[1] === 'steps' && req.method === 'POST' && m[3] === 'finish')
+        return await this.finish(req, res, grant, name);
       if (m[1] === 'values' && !m[3] && req.method === 'GET') return await this.get(res, grant, name);
       if (m[1] === 'values' && !m[3] && req.method === 'PUT') return await this.put(req, res, grant, name);
       return fail(res, 405, 'onceflow: method not allowed');
@@ -101,7 +111,11 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
       this.metrics.steps.inc({ outcome: 'replayed' });
       grant.stats.replayed++;
       res
-        .writeHead(200, { [STEP_STATE_HEADER]: 'done', 'content-type': 'application/octet-stream', 'content-length': r.output.length })
+        .writeHead(200, {
+          [STEP_STATE_HEADER]: 'done',
+          'content-type': 'application/octet-stream',
+          'content-length': r.output.length,
+        })
         .end(r.output);
       return;
     }
@@ -112,7 +126,8 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
 
   private async finish(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, name: string): Promise<void> {
     const exitCode = Number(req.headers[EXIT_CODE_HEADER]);
-    if (!Number.isInteger(exitCode) || exitCode < 0 || exitCode > 255) return fail(res, 400, `onceflow: ${EXIT_CODE_HEADER} must be 0-255`);
+    if (!Number.isInteger(exitCode) || exitCode < 0 || exitCode > 255)
+      return fail(res, 400, `onceflow: ${EXIT_CODE_HEADER} must be 0-255`);
     const output = await readBody(req, MAX_RECORDED_BYTES);
     if (!output) return fail(res, 413, `onceflow: recorded output over ${MAX_RECORDED_BYTES} bytes`);
     const r = await this.journal.finish(grant, name, exitCode, output);
@@ -130,7 +145,8 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
   private async put(req: IncomingMessage, res: ServerResponse, grant: AttemptGrant, key: string): Promise<void> {
     const value = await readBody(req, MAX_RECORDED_BYTES);
     if (!value) return fail(res, 413, `onceflow: a value is at most ${MAX_RECORDED_BYTES} bytes`);
-    if (!(await this.journal.putValue(grant, key, value))) return this.refused(res, 409, 'this attempt no longer holds the run', grant);
+    if (!(await this.journal.putValue(grant, key, value)))
+      return this.refused(res, 409, 'this attempt no longer holds the run', grant);
     res.writeHead(204).end();
   }
 }

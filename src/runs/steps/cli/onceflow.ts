@@ -4,7 +4,13 @@
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { constants } from 'node:os';
-import { EXIT, EXIT_CODE_HEADER, MAX_RECORDED_BYTES, STEP_NAME_PATTERN, STEP_STATE_HEADER } from '../worker-api.protocol';
+import {
+  EXIT,
+  EXIT_CODE_HEADER,
+  MAX_RECORDED_BYTES,
+  STEP_NAME_PATTERN,
+  STEP_STATE_HEADER,
+} from '../worker-api.protocol';
 
 const USAGE = `usage: onceflow step NAME -- CMD [ARG...]   run CMD unless step NAME is done for this run
        onceflow get KEY                       print the value stored under KEY (exit 1: none)
@@ -32,7 +38,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function worker(): { url: URL; token: string } {
   const base = process.env.ONCEFLOW_URL;
   const token = process.env.ONCEFLOW_RUN_TOKEN;
-  if (!base || !token) throw new Exit(EXIT.usage, 'not inside an onceflow run (ONCEFLOW_URL and ONCEFLOW_RUN_TOKEN are unset)');
+  if (!base || !token)
+    throw new Exit(EXIT.usage, 'not inside an onceflow run (ONCEFLOW_URL and ONCEFLOW_RUN_TOKEN are unset)');
   return { url: new URL(base), token };
 }
 
@@ -50,7 +57,9 @@ function once(method: string, path: string, body?: Buffer, headers: Record<strin
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.once('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
         res.once('error', reject);
       },
     );
@@ -83,20 +92,24 @@ async function call(method: string, path: string, body?: Buffer, headers?: Recor
 
 function message(a: Answer): string {
   try {
-    return (JSON.parse(a.body.toString('utf8')) as { error?: { message?: string } }).error?.message ?? `HTTP ${a.status}`;
+    return (
+      (JSON.parse(a.body.toString('utf8')) as { error?: { message?: string } }).error?.message ?? `HTTP ${a.status}`
+    );
   } catch {
     return `HTTP ${a.status}`;
   }
 }
 
 function refuseFenced(a: Answer): Answer {
-  if (a.status === 401 || a.status === 403 || a.status === 409) throw new Exit(EXIT.fenced, message(a).replace(/^onceflow: /, ''));
+  if (a.status === 401 || a.status === 403 || a.status === 409)
+    throw new Exit(EXIT.fenced, message(a).replace(/^onceflow: /, ''));
   if (a.status >= 400 && a.status !== 404) throw new Exit(EXIT.usage, message(a).replace(/^onceflow: /, ''));
   return a;
 }
 
 function checkName(kind: string, name: string | undefined): string {
-  if (!name || !STEP_NAME_PATTERN.test(name)) throw new Exit(EXIT.usage, `${kind} must be 1-128 characters of [A-Za-z0-9._:-]\n${USAGE}`);
+  if (!name || !STEP_NAME_PATTERN.test(name))
+    throw new Exit(EXIT.usage, `${kind} must be 1-128 characters of [A-Za-z0-9._:-]\n${USAGE}`);
   return name;
 }
 

@@ -1,5 +1,5 @@
-import { renderText } from './run-finalizer';
-import { RunStatus } from './run-status';
+import { renderText } from './run-message';
+import { RunStatus } from '../run-status';
 
 describe('renderText (the Slack line of a finished run)', () => {
   it('shows the outcome with its icon and the first non-blank line of the requirement, trimmed', () => {
@@ -17,12 +17,16 @@ describe('renderText (the Slack line of a finished run)', () => {
   });
 
   it('keeps mentions, channel pings and links from the requirement and the project name inert', () => {
-    expect(renderText('r5', '<!here> team', RunStatus.FAILED, '<!channel> <@U123> <http://evil.example|docs> & more')).toBe(
+    expect(
+      renderText('r5', '<!here> team', RunStatus.FAILED, '<!channel> <@U123> <http://evil.example|docs> & more'),
+    ).toBe(
       ':x: Run r5 in project &lt;!here&gt; team: FAILED — &lt;!channel&gt; &lt;@U123&gt; &lt;http://evil.example|docs&gt; &amp; more',
     );
   });
 
   it('counts the 200 characters before escaping, so no entity is cut in half', () => {
-    expect(renderText('r6', 'p', RunStatus.SUCCESS, '<'.repeat(250))).toBe(`:white_check_mark: Run r6 in project p: SUCCESS — ${'&lt;'.repeat(200)}`);
+    expect(renderText('r6', 'p', RunStatus.SUCCESS, '<'.repeat(250))).toBe(
+      `:white_check_mark: Run r6 in project p: SUCCESS — ${'&lt;'.repeat(200)}`,
+    );
   });
 });

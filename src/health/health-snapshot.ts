@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
-import { queryRows } from '../database/transaction';
+import { queryRows } from '../database/query-rows';
 import { REDIS_CLIENT } from '../locks/locks.tokens';
 import { MetricsService } from '../metrics/metrics.service';
 import { NOTIFICATIONS_QUEUE, RUNS_QUEUE } from '../queues/queue-names';
@@ -12,18 +12,14 @@ import { RUN_STATUSES } from '../runs/run-status';
 import { ScheduledTasks } from '../scheduler/scheduled-tasks.service';
 
 export const SNAPSHOT_TASK = 'health.snapshot';
-export const PRUNE_TASK = 'maintenance.prune';
-/** Delivered webhooks are kept this long for replay and audit. */
-const DELIVERY_RETENTION_DAYS = 30;
 
 /**
- * Scheduled observation and housekeeping: a health snapshot into metrics (runs by status, queue
- * depth) with a log line when health changes, and pruning of expired idempotency keys and old
- * webhook deliveries. Bull prunes its own finished jobs (removeOnComplete/removeOnFail by age).
+ * A scheduled health snapshot into metrics (runs by status, queue depth) with a log line when
+ * health changes. Each module prunes its own rows; Bull prunes its own finished jobs.
  */
 @Injectable()
-export class MaintenanceTasks implements OnModuleInit {
-  private readonly logger = new Logger(MaintenanceTasks.name);
+export class HealthSnapshot implements OnModuleInit {
+  private readonly logger = new Logger(HealthSnapshot.name);
   private lastHealth = '';
 
   constructor(
@@ -37,14 +33,17 @@ export class MaintenanceTasks implements OnModuleInit {
 
   onModuleInit(): void {
     this.scheduled.register(SNAPSHOT_TASK, () => this.snapshot());
-    this.scheduled.register(PRUNE_TASK, () => this.prune());
   }
 
   async snapshot(): Promise<string> {
     const health: string[] = [];
     try {
-      const rows = await queryRows<{ status: string; n: number }>(this.ds, 'SELECT status, count(*)::int AS n FROM runs GROUP BY status');
-      for (const s of RUN_STATUSES) this.metrics.runsByStatus.set({ status: s }, rows.find((r) => r.status === s)?.n ?? 0);
+      const rows = await queryRows<{ status: string; n: number }>(
+        this.ds,
+        'SELECT status, count(*)::int AS n FROM runs GROUP BY status',
+      );
+      for (const s of RUN_STATUSES)
+        this.metrics.runsByStatus.set({ status: s }, rows.find((r) => r.status === s)?.n ?? 0);
       health.push('postgres=up');
     } catch {
       health.push('postgres=down');
@@ -60,18 +59,9 @@ export class MaintenanceTasks implements OnModuleInit {
       health.push('redis=down');
     }
     const now = health.join(' ');
-    if (now !== this.lastHealth) this.logger.log({ msg: 'health changed', health: now, was: this.lastHealth || 'unknown' });
+    if (now !== this.lastHealth)
+      this.logger.log({ msg: 'health changed', health: now, was: this.lastHealth || 'unknown' });
     this.lastHealth = now;
     return now;
-  }
-
-  async prune(): Promise<{ idempotencyKeys: number; deliveries: number }> {
-    const keys = await queryRows<{ key: string }>(this.ds, 'DELETE FROM idempotency_keys WHERE expires_at < now() RETURNING key');
-    const deliveries = await queryRows<{ id: string }>(
-      this.ds,
-      `DELETE FROM webhook_deliveries WHERE received_at < now() - $1 * interval '1 day' RETURNING id`,
-      [DELIVERY_RETENTION_DAYS],
-    );
-    return { idempotencyKeys: keys.length, deliveries: deliveries.length };
   }
 }

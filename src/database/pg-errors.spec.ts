@@ -1,4 +1,4 @@
-import { isDbUnavailableError } from './transaction';
+import { isDbUnavailableError } from './pg-errors';
 
 const err = (message: string, code?: string) => Object.assign(new Error(message), code ? { code } : {});
 

@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import type { AppConfig } from '../config/app-config';
-import { APP_CONFIG } from '../config/config.module';
-import { DomainError } from '../common/domain-error';
-import { MetricsService } from '../metrics/metrics.service';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { AppConfig } from '../../config/app-config';
+import { APP_CONFIG } from '../../config/config.module';
+import { IdempotencyError, IdempotencyErrorCode } from './idempotency.errors';
+import { MetricsService } from '../../metrics/metrics.service';
+import { IdempotencyRepository } from './idempotency.repository';
 
 export interface StoredAnswer {
   status: number;
@@ -46,6 +47,7 @@ export function canonicalJson(value: unknown): string {
 export class IdempotencyService {
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
+    private readonly keys: IdempotencyRepository,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
@@ -60,16 +62,12 @@ export class IdempotencyService {
     try {
       return await this.ds.transaction(async (em) => {
         const result = await work(em);
-        await em.query(`UPDATE idempotency_keys SET state = 'completed', response_status = $2, response_body = $3::jsonb WHERE key = $1`, [
-          key,
-          result.status,
-          JSON.stringify(result.body),
-        ]);
+        await this.keys.complete(em, key, result.status, result.body);
         return { status: result.status, body: result.body, replayed: false, after: result.after };
       });
     } catch (err) {
       // Nothing was created: free the key so the client's retry can do the work.
-      await this.ds.query(`DELETE FROM idempotency_keys WHERE key = $1 AND state = 'in_flight'`, [key]).catch(() => undefined);
+      await this.keys.release(key).catch(() => undefined);
       throw err;
     }
   }
@@ -77,44 +75,31 @@ export class IdempotencyService {
   /** null = the key is ours to do the work; otherwise the answer to give. */
   private async claim(key: string, print: string): Promise<StoredAnswer | null> {
     for (let i = 0; i < 3; i++) {
-      const inserted = await this.ds.query(
-        `INSERT INTO idempotency_keys (key, fingerprint, state, expires_at)
-         VALUES ($1, $2, 'in_flight', now() + $3 * interval '1 millisecond')
-         ON CONFLICT ON CONSTRAINT pk_idempotency_keys DO NOTHING RETURNING key`,
-        [key, print, this.config.idempotencyKeyTtlMs],
-      );
-      if (inserted.length) return null;
-      const rows: Array<{
-        fingerprint: string;
-        state: string;
-        response_status: number;
-        response_body: unknown;
-        expired: boolean;
-        abandoned: boolean;
-      }> = await this.ds.query(
-        `SELECT fingerprint, state, response_status, response_body, expires_at < now() AS expired,
-                  (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond') AS abandoned
-             FROM idempotency_keys WHERE key = $1`,
-        [key, ABANDONED_AFTER_MS],
-      );
-      const row = rows[0];
+      if (await this.keys.claimInFlight(key, print, this.config.idempotencyKeyTtlMs)) return null;
+      const row = await this.keys.find(key, ABANDONED_AFTER_MS);
       if (!row) continue; // deleted in between: try the insert again
       if (row.expired || row.abandoned) {
-        await this.ds.query(
-          `DELETE FROM idempotency_keys WHERE key = $1 AND (expires_at < now() OR (state = 'in_flight' AND created_at < now() - $2 * interval '1 millisecond'))`,
-          [key, ABANDONED_AFTER_MS],
-        );
+        await this.keys.deleteIfStale(key, ABANDONED_AFTER_MS);
         continue;
       }
       if (row.fingerprint !== print) {
-        throw new DomainError(422, 'Unprocessable Entity', 'Idempotency-Key was already used with a different request');
+        throw new IdempotencyError(
+          IdempotencyErrorCode.KEY_REUSED,
+          'Idempotency-Key was already used with a different request',
+        );
       }
       this.metrics.duplicate('idempotency_key');
       if (row.state === 'in_flight') {
-        throw new DomainError(409, 'Conflict', 'a request with this Idempotency-Key is still in flight', { 'Retry-After': '1' });
+        throw new IdempotencyError(
+          IdempotencyErrorCode.IN_FLIGHT,
+          'a request with this Idempotency-Key is still in flight',
+          { 'Retry-After': '1' },
+        );
       }
       return { status: row.response_status, body: row.response_body, replayed: true };
     }
-    throw new DomainError(409, 'Conflict', 'Idempotency-Key is contended; retry', { 'Retry-After': '1' });
+    throw new IdempotencyError(IdempotencyErrorCode.CONTENDED, 'Idempotency-Key is contended; retry', {
+      'Retry-After': '1',
+    });
   }
 }

@@ -1,11 +1,13 @@
 import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
+export const PK_IDEMPOTENCY_KEYS = 'pk_idempotency_keys';
+
 /** An Idempotency-Key of POST /api/projects/:id/runs: in flight, then the stored answer. */
 @Entity({ name: 'idempotency_keys' })
 @Check('ck_idempotency_keys_state', `"state" IN ('in_flight','completed')`)
 @Index('ix_idempotency_keys_expires', ['expiresAt'])
 export class IdempotencyKeyEntity {
-  @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'pk_idempotency_keys' })
+  @PrimaryColumn({ type: 'text', primaryKeyConstraintName: PK_IDEMPOTENCY_KEYS })
   key: string;
 
   /** SHA-256 of method, route and canonical body: the same key with another request is a 422. */

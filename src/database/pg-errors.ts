@@ -1,5 +1,16 @@
 /** Connection-level failures worth retrying (the statement never committed or we cannot know). */
-const TRANSIENT_PG_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08003', '08006', '08001', '08004', '40001', '40P01']);
+const TRANSIENT_PG_CODES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08003',
+  '08006',
+  '08001',
+  '08004',
+  '40001',
+  '40P01',
+]);
 
 export function isTransientDbError(err: unknown): boolean {
   const e = err as { code?: string; message?: string; driverError?: { code?: string } };
@@ -27,7 +38,9 @@ export function isDbUnavailableError(err: unknown): boolean {
   if (isTransientDbError(err)) return true;
   const code = pgErrorCode(err);
   if (code && UNAVAILABLE_CODES.has(code)) return true;
-  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test((err as Error)?.message ?? '');
+  return /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(
+    (err as Error)?.message ?? '',
+  );
 }
 
 export function pgErrorCode(err: unknown): string | undefined {
@@ -38,18 +51,4 @@ export function pgErrorCode(err: unknown): string | undefined {
 export function pgConstraint(err: unknown): string | undefined {
   const e = err as { constraint?: string; driverError?: { constraint?: string } };
   return e?.driverError?.constraint ?? e?.constraint;
-}
-
-interface Queryable {
-  query(sql: string, params?: unknown[]): Promise<unknown>;
-}
-
-/**
- * Rows of any statement. TypeORM's `query()` answers `[rows, rowCount]` for UPDATE and DELETE
- * (even with RETURNING) but plain rows for everything else; this hides the difference.
- */
-export async function queryRows<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
-  const res = await db.query(sql, params);
-  if (Array.isArray(res) && res.length === 2 && Array.isArray(res[0]) && typeof res[1] === 'number') return res[0] as T[];
-  return res as T[];
 }

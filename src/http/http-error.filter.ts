@@ -2,7 +2,8 @@ import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logge
 import type { Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import { DomainError } from './domain-error';
+import { DomainError } from '../common/domain-error';
+import { AppError, httpStatusOf } from './error-status';
 
 /**
  * One error shape for every answer: { statusCode, error, message }. A 4xx is the caller's
@@ -19,8 +20,16 @@ export class HttpErrorFilter implements ExceptionFilter {
     // A DomainError is a deliberate answer (e.g. 503 "not configured"): its message is safe to show.
     if (status >= 500 && !(exception instanceof DomainError)) {
       const errorId = randomUUID();
-      this.logger.error({ msg: 'unhandled error', errorId, err: exception instanceof Error ? exception.stack : String(exception) });
-      res.status(status).json({ statusCode: status, error: STATUS_CODES[status] ?? 'Error', message: `internal error (id ${errorId})` });
+      this.logger.error({
+        msg: 'unhandled error',
+        errorId,
+        err: exception instanceof Error ? exception.stack : String(exception),
+      });
+      res.status(status).json({
+        statusCode: status,
+        error: STATUS_CODES[status] ?? 'Error',
+        message: `internal error (id ${errorId})`,
+      });
       return;
     }
     for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
@@ -28,7 +37,9 @@ export class HttpErrorFilter implements ExceptionFilter {
   }
 
   private describe(exception: unknown): { status: number; message: string; headers: Record<string, string> } {
-    if (exception instanceof DomainError) return { status: exception.status, message: exception.message, headers: exception.headers };
+    if (exception instanceof DomainError) {
+      return { status: httpStatusOf(exception as AppError), message: exception.message, headers: exception.headers };
+    }
     if (exception instanceof HttpException) {
       const body = exception.getResponse() as { message?: string | string[] } | string;
       const raw = typeof body === 'string' ? body : (body.message ?? exception.message);

@@ -2,7 +2,9 @@ import { retryCeilingMs, retryDelayMs } from './retry-policy';
 
 describe('retry policy (exponential backoff, full jitter)', () => {
   it('doubles the ceiling per attempt up to the cap', () => {
-    expect([1, 2, 3, 4, 5, 6].map((n) => retryCeilingMs(n, 1000, 10_000))).toEqual([1000, 2000, 4000, 8000, 10_000, 10_000]);
+    expect([1, 2, 3, 4, 5, 6].map((n) => retryCeilingMs(n, 1000, 10_000))).toEqual([
+      1000, 2000, 4000, 8000, 10_000, 10_000,
+    ]);
   });
 
   it('draws uniformly between 0 and the ceiling', () => {

@@ -1,0 +1,210 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import type { NamedStatement } from '../../database/named-params';
+import { PgStatements } from '../../database/pg-statements';
+import { queryRows } from '../../database/query-rows';
+import { RunStatus } from '../run-status';
+import { RunRow, RunTransitionsRepository, TransitionSpec } from '../run-transitions.repository';
+
+export type ClaimedRow = RunRow & { project_name: string; project_workspace_path: string };
+export type FinalizedRow = RunRow & { notification_id?: string | null };
+
+export interface ClaimRequest {
+  /** The token the Redis lock handed out; Postgres keeps the stored one monotonic whatever it is. */
+  redisToken: number;
+  owner: string;
+  leaseMs: number;
+  workerId: string;
+}
+
+export interface FinalizeWrite {
+  to: RunStatus.SUCCESS | RunStatus.FAILED | RunStatus.RETRYING;
+  fencingToken: string;
+  outputTail: string;
+  lastError: string | null;
+  reason: string;
+  workerId: string;
+  /** The outbox row's CTE (OutboxWriter.cte over `upd`) for a terminal outcome. */
+  outbox: NamedStatement | null;
+}
+
+export interface LostRun {
+  id: string;
+  fencing_token: string;
+  attempts: number;
+  requirement: string;
+  project_name: string;
+}
+
+const RUNNABLE = [RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING];
+
+/** The statements of the worker path: claim, lease, finalize, hand-over, reaping, re-enqueueing. */
+@Injectable()
+export class RunWorkerRepository {
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly statements: PgStatements,
+    private readonly transitions: RunTransitionsRepository,
+  ) {}
+
+  /**
+   * Takes a QUEUED/RETRYING run, or a RUNNING one whose lease expired, under the project's cap.
+   * The project row is locked by the first statement of the same round trip, and the claim's
+   * snapshot is taken after that lock was granted, so the cap counts committed claims only.
+   */
+  async claim(runId: string, req: ClaimRequest): Promise<ClaimedRow | null> {
+    const spec: TransitionSpec = {
+      to: RunStatus.RUNNING,
+      from: RUNNABLE,
+      set: [
+        'attempts = r.attempts + 1',
+        'fencing_token = GREATEST(r.fencing_token + 1, :redisToken::bigint)',
+        'lease_owner = :owner::text',
+        "lease_expires_at = now() + :leaseMs::int * interval '1 millisecond'",
+        'started_at = COALESCE(r.started_at, now())',
+      ],
+      where: `(r.status <> 'RUNNING' OR r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+        AND (SELECT count(*) FROM runs o WHERE o.project_id = r.project_id AND o.status = 'RUNNING'
+               AND o.id <> r.id AND o.lease_expires_at > now())
+          < (SELECT p.max_concurrent_runs FROM projects p WHERE p.id = r.project_id)`,
+      values: { redisToken: req.redisToken, owner: req.owner, leaseMs: req.leaseMs },
+      output: {
+        columns: ', p.name AS project_name, p.workspace_path AS project_workspace_path',
+        join: 'JOIN projects p ON p.id = upd.project_id',
+      },
+      workerId: req.workerId,
+      reason: 'claimed',
+    };
+    const rows = await this.statements.inOneRoundTrip<ClaimedRow>([
+      {
+        text: 'SELECT p.id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p',
+        values: [runId],
+      },
+      this.transitions.statement(runId, spec),
+    ]);
+    return this.transitions.counted(spec, rows[0] ?? null);
+  }
+
+  /** The run's status and how long its lease still runs (null: none), to explain a failed claim. */
+  async leaseState(runId: string): Promise<{ status: RunStatus; leaseMs: number | null } | null> {
+    const rows = await queryRows<{ status: RunStatus; lease_ms: string | number | null }>(
+      this.ds,
+      `SELECT r.status, EXTRACT(EPOCH FROM (r.lease_expires_at - now())) * 1000 AS lease_ms FROM runs r WHERE r.id = $1`,
+      [runId],
+    );
+    const r = rows[0];
+    return r ? { status: r.status, leaseMs: r.lease_ms === null ? null : Number(r.lease_ms) } : null;
+  }
+
+  /** Extends the lease of a run still RUNNING under this token; false: cancelled or fenced out. */
+  async extendLease(runId: string, fencingToken: string, leaseMs: number): Promise<boolean> {
+    const rows = await queryRows(
+      this.ds,
+      `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
+        WHERE id = $1 AND fencing_token = $2 AND status = 'RUNNING' RETURNING id`,
+      [runId, fencingToken, leaseMs],
+    );
+    return rows.length > 0;
+  }
+
+  /** RUNNING → the attempt's outcome, fenced by the token, with the outbox row when terminal. */
+  async finalize(runId: string, w: FinalizeWrite): Promise<FinalizedRow | null> {
+    const terminal = w.to !== RunStatus.RETRYING;
+    return this.transitions.transition<FinalizedRow>(runId, {
+      to: w.to,
+      from: [RunStatus.RUNNING],
+      fencingToken: w.fencingToken,
+      set: [
+        'output_tail = :outputTail',
+        'last_error = :lastError',
+        'lease_owner = NULL',
+        'lease_expires_at = NULL',
+        terminal ? 'finished_at = now()' : 'finished_at = NULL',
+      ],
+      values: { outputTail: w.outputTail, lastError: w.lastError },
+      ...(w.outbox ? withOutboxRow(w.outbox) : {}),
+      reason: w.reason,
+      workerId: w.workerId,
+    });
+  }
+
+  /** RUNNING → RETRYING without counting the interrupted attempt (a graceful shutdown). */
+  async handOver(runId: string, fencingToken: string, workerId: string): Promise<RunRow | null> {
+    return this.transitions.transition(runId, {
+      to: RunStatus.RETRYING,
+      from: [RunStatus.RUNNING],
+      fencingToken,
+      set: ['attempts = GREATEST(r.attempts - 1, 0)', 'lease_owner = NULL', 'lease_expires_at = NULL'],
+      reason: 'worker shutting down: handed over',
+      workerId,
+    });
+  }
+
+  /** The row as it is now, after a commit whose answer was lost. */
+  async readBack(runId: string): Promise<RunRow | null> {
+    const rows = await queryRows<RunRow>(this.ds, 'SELECT *, status AS from_status FROM runs WHERE id = $1', [runId]);
+    return rows[0] ?? null;
+  }
+
+  /** RUNNING runs whose lease expired, oldest first. */
+  async findExpiredLeases(limit: number): Promise<LostRun[]> {
+    return queryRows<LostRun>(
+      this.ds,
+      `SELECT r.id, r.fencing_token, r.attempts, r.requirement, p.name AS project_name
+         FROM runs r JOIN projects p ON p.id = r.project_id
+        WHERE r.status = 'RUNNING' AND r.lease_expires_at < now() ORDER BY r.lease_expires_at LIMIT $1`,
+      [limit],
+    );
+  }
+
+  /** A lost worker's run: back to RETRYING (a new dispatch generation) or, attempts spent, FAILED. */
+  async reapLost(
+    run: LostRun,
+    w: { spent: boolean; outbox: NamedStatement | null; workerId: string },
+  ): Promise<FinalizedRow | null> {
+    return this.transitions.transition<FinalizedRow>(run.id, {
+      to: w.spent ? RunStatus.FAILED : RunStatus.RETRYING,
+      from: [RunStatus.RUNNING],
+      fencingToken: run.fencing_token,
+      where: 'r.lease_expires_at < now()',
+      set: [
+        'lease_owner = NULL',
+        'lease_expires_at = NULL',
+        "last_error = 'worker lost (lease expired)'",
+        w.spent ? 'finished_at = now()' : 'dispatch_generation = r.dispatch_generation + 1',
+      ],
+      ...(w.outbox ? withOutboxRow(w.outbox) : {}),
+      reason: w.spent ? 'reaper: worker lost and attempts spent' : 'reaper: worker lost, re-enqueued',
+      workerId: w.workerId,
+    });
+  }
+
+  /** QUEUED/RETRYING runs untouched for `graceMs`, oldest first: candidates for a lost job. */
+  async findWaiting(graceMs: number, limit: number): Promise<Array<{ id: string; dispatch_generation: number }>> {
+    return queryRows(
+      this.ds,
+      `SELECT id, dispatch_generation FROM runs
+        WHERE status IN ('QUEUED', 'RETRYING') AND updated_at < now() - $1 * interval '1 millisecond'
+        ORDER BY updated_at LIMIT $2`,
+      [graceMs, limit],
+    );
+  }
+
+  /** A new dispatch generation, only if nobody bumped it since: the new job id is then ours alone. */
+  async bumpGeneration(runId: string, generation: number): Promise<{ id: string; dispatch_generation: number } | null> {
+    const rows = await queryRows<{ id: string; dispatch_generation: number }>(
+      this.ds,
+      `UPDATE runs SET dispatch_generation = dispatch_generation + 1, updated_at = now()
+        WHERE id = $1 AND status IN ('QUEUED', 'RETRYING') AND dispatch_generation = $2
+        RETURNING id, dispatch_generation`,
+      [runId, generation],
+    );
+    return rows[0] ?? null;
+  }
+}
+
+/** Makes a transition's statement also write the outbox row and return its id (null: it existed). */
+function withOutboxRow(outbox: NamedStatement): Pick<TransitionSpec, 'with' | 'output'> {
+  return { with: outbox, output: { columns: ', (SELECT id FROM outbox) AS notification_id' } };
+}
