@@ -44,7 +44,10 @@ describe('the reaper (RunReaper.reapStuck)', () => {
   });
   beforeEach(async () => {
     // Stuck runs other files left in the shared database must not count in this file's answers.
-    await db().query(`UPDATE runs SET lease_expires_at = now() + interval '1 hour' WHERE status = 'RUNNING' AND project_id <> $1`, [project.id]);
+    await db().query(
+      `UPDATE runs SET lease_expires_at = now() + interval '1 hour' WHERE status = 'RUNNING' AND project_id <> $1`,
+      [project.id],
+    );
   });
   afterEach(async () => {
     jest.restoreAllMocks();
@@ -105,13 +108,17 @@ describe('the reaper (RunReaper.reapStuck)', () => {
 
   it('fails a stuck run whose attempts are spent, with its outbox row in the same write', async () => {
     const id = await stuckRun(-1000, MAX_ATTEMPTS);
-    const skipped = async () => (await t.app.get(MetricsService).notifications.get()).values.find((v) => v.labels.outcome === 'skipped')?.value ?? 0;
+    const skipped = async () =>
+      (await t.app.get(MetricsService).notifications.get()).values.find((v) => v.labels.outcome === 'skipped')?.value ??
+      0;
     const skippedBefore = await skipped();
     expect(await reaper.reapStuck()).toEqual({ retried: 0, failed: 1 });
     expect(await runRow(id)).toMatchObject({ status: 'FAILED', lease_owner: null });
     const { rows } = await db().query('SELECT event_type FROM notification_logs WHERE run_id = $1', [id]);
     expect(rows).toEqual([{ event_type: 'run.failed' }]);
-    expect((await reaperEvents(id)).map((e) => [e.to_status, e.reason])).toEqual([['FAILED', 'reaper: worker lost and attempts spent']]);
+    expect((await reaperEvents(id)).map((e) => [e.to_status, e.reason])).toEqual([
+      ['FAILED', 'reaper: worker lost and attempts spent'],
+    ]);
     // No Slack URL here: the row is SKIPPED, and counted as such like any other outbox row.
     expect(await skipped()).toBe(skippedBefore + 1);
   });
