@@ -220,7 +220,7 @@ describe('notification claims: recording after a takeover', () => {
     await waitFor(() => stub.held(runId).length === 1, 10_000, 'the first POST');
     await db().query(`UPDATE notification_logs SET attempts = attempts + 1, claimed_until = now() + interval '1 minute' WHERE id = $1`, [id]);
     stub.held(runId)[0].release({ status });
-    expect(await first).toMatchObject({ kind: 'wait', reason: 'claim taken over by another deliverer' });
+    expect(await first).toEqual({ kind: 'wait', delayMs: 30_100, reason: 'claim taken over by another deliverer' });
     // The new holder's claim still stands: a third deliverer is turned away.
     expect(await delivery.deliver(id)).toMatchObject({ kind: 'wait', reason: 'claimed by another deliverer' });
     expect(stub.for(runId)).toHaveLength(1);
@@ -279,7 +279,7 @@ describe('notifications without a Slack URL', () => {
     );
     await t.app.get(NotificationKicker).kick(id);
     expect(await t.app.get(NotificationSweeper).sweep()).toEqual({ requeued: 0, failed: 0 });
-    expect(await t.app.get(NotificationDelivery).deliver(id)).toMatchObject({ kind: 'gone' });
+    expect(await t.app.get(NotificationDelivery).deliver(id)).toEqual({ kind: 'gone', reason: 'SLACK_WEBHOOK_URL is not set in this process' });
     const queue = t.app.get<Queue>(getQueueToken(NOTIFICATIONS_QUEUE));
     expect(await (await queue.getJob(notificationJobId(id, 0)))?.getState()).toBe('waiting');
     const { rows } = await db().query('SELECT status, attempts FROM notification_logs WHERE id = $1', [id]);
