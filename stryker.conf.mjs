@@ -24,16 +24,19 @@ export const AREAS = {
   },
   runs: {
     mutate: [
-      'src/runs/run-claim.service.ts',
+      'src/runs/worker/run-claim.service.ts',
+      'src/runs/worker/run-worker.repository.ts',
+      'src/runs/worker/run-outcome.ts',
       'src/runs/dispatch.service.ts',
       'src/runs/run-transitions.repository.ts',
       'src/runs/run-state-machine.ts',
-      'src/runs/run-finalizer.ts',
-      'src/runs/idempotency.service.ts',
+      'src/runs/worker/run-finalizer.ts',
+      'src/runs/idempotency/idempotency.service.ts',
+      'src/runs/idempotency/idempotency.repository.ts',
       'src/database/pg-statements.ts',
     ],
     tests: [
-      'src/runs/*.spec.ts',
+      'src/runs/**/*.spec.ts',
       'test/api.e2e-spec.ts',
       'test/retries.e2e-spec.ts',
       'test/run-claim.e2e-spec.ts',
@@ -43,7 +46,7 @@ export const AREAS = {
       'test/pg-statements.e2e-spec.ts',
     ],
     staticTests: [
-      'src/runs/*.spec.ts',
+      'src/runs/**/*.spec.ts',
       'test/run-claim.e2e-spec.ts',
       'test/run-dispatch.e2e-spec.ts',
       'test/run-finalize.e2e-spec.ts',
@@ -82,8 +85,9 @@ export const AREAS = {
   // 20 runs through a Redis wipe: a minute per mutant) is left to queue-reconcile.e2e's direct calls.
   worker: {
     mutate: [
-      'src/runs/run-reconciler.ts',
-      'src/runs/run.processor.ts',
+      'src/runs/worker/run-reaper.ts',
+      'src/runs/worker/run-queue-reconciler.ts',
+      'src/runs/worker/run.processor.ts',
       'src/runs/executor/executor.ts',
       'src/runs/executor/shell-executor.ts',
       'src/runs/executor/output-tail.ts',

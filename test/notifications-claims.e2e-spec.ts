@@ -247,7 +247,7 @@ describe('notification claims: recording after a takeover', () => {
       [id],
     );
     stub.held(runId)[0].release({ status });
-    expect(await first).toMatchObject({ kind: 'later', reason: 'claim taken over by another deliverer' });
+    expect(await first).toEqual({ kind: 'later', delayMs: 30_100, reason: 'claim taken over by another deliverer' });
     // The new holder's claim still stands: a third deliverer is turned away.
     expect(await delivery.deliver(id)).toMatchObject({ kind: 'later', reason: 'claimed by another deliverer' });
     expect(stub.for(runId)).toHaveLength(1);
@@ -310,7 +310,10 @@ describe('notifications without a Slack URL', () => {
     );
     await t.app.get(NotificationKicker).kick(id);
     expect(await t.app.get(NotificationSweeper).sweep()).toEqual({ requeued: 0, failed: 0 });
-    expect(await t.app.get(NotificationDeliveryService).deliver(id)).toMatchObject({ kind: 'skip' });
+    expect(await t.app.get(NotificationDeliveryService).deliver(id)).toEqual({
+      kind: 'skip',
+      reason: 'SLACK_WEBHOOK_URL is not set in this process',
+    });
     const queue = t.app.get<Queue>(getQueueToken(NOTIFICATIONS_QUEUE));
     expect(await (await queue.getJob(notificationJobId(id, 0)))?.getState()).toBe('waiting');
     const { rows } = await db().query('SELECT status, attempts FROM notification_logs WHERE id = $1', [id]);

@@ -172,6 +172,16 @@ describe('the reaper (RunReaper.reapStuck)', () => {
     expect(await runRow(id)).toMatchObject({ status: 'FAILED', attempts: 3 });
   });
 
+  it('condition 3 with attempts spent: a fenced FAILED write records nothing and the round goes on', async () => {
+    const id = await stuckRun(-1000, MAX_ATTEMPTS);
+    betweenLookAndWrite(id, async () => {
+      await db().query(`UPDATE runs SET fencing_token = 5, lease_owner = 'newer-holder' WHERE id = $1`, [id]);
+    });
+    expect(await reaper.reapStuck()).toEqual({ retried: 0, failed: 0 });
+    expect(await runRow(id)).toMatchObject({ status: 'RUNNING', fencing_token: '5' });
+    expect(await reaperEvents(id)).toHaveLength(0);
+  });
+
   it('races a real claim: a worker that takes the run between the reaper’s look and its write keeps it', async () => {
     const id = await stuckRun();
     const claims = new RunClaimService(t.app.get(RunWorkerRepository), t.config);

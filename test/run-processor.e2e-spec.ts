@@ -7,6 +7,7 @@ import { runLockKey } from '../src/queues/job-ids';
 import type { RunJobData } from '../src/queues/queue-names';
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../src/runs/executor/executor';
 import { RunProcessor } from '../src/runs/worker/run.processor';
+import { RunAttempts } from '../src/runs/steps/run-attempts';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertRun, runEvents, runRow } from './support/run-rows';
@@ -151,14 +152,22 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     expect((await lastEvent(runId)).reason).toBe('exit 0');
   });
 
-  it('gives a command that calls back into the worker a credential for this attempt only', async () => {
+  it('gives a command that calls back into the worker a credential for this attempt only, and its step counts in the reason', async () => {
     const { runId } = await queuedRun();
+    const attempts = t.app.get(RunAttempts);
     usesRunApi = true;
-    behaviour = async () => ({});
+    behaviour = async (req) => {
+      const grant = attempts.resolve(req.runApi?.env.ONCEFLOW_RUN_TOKEN);
+      expect(grant).toMatchObject({ runId });
+      grant!.stats.executed = 2;
+      grant!.stats.replayed = 1;
+      return {};
+    };
     expect(await attempt(runId)).toEqual({ result: 'succeeded' });
     const req = requests.find((r) => r.runId === runId)!;
-    expect(req.runApi?.env).toBeDefined();
-    expect(Object.keys(req.runApi!.env).length).toBeGreaterThan(0);
+    // Revoked with the attempt: a command left running cannot use it any more.
+    expect(attempts.resolve(req.runApi!.env.ONCEFLOW_RUN_TOKEN)).toBeUndefined();
+    expect((await lastEvent(runId)).reason).toBe('exit 0; steps: 2 run, 1 replayed');
   });
 
   it.each([
@@ -227,6 +236,7 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     const { error } = await attempt(runId);
     expect(error).toBeInstanceOf(RetryLaterError);
     expect((error as RetryLaterError).retryDelayMs).toBe(TTL_MS + 100);
+    expect((error as Error).message).toBe('attempt aborted (lock lost or cancelled)');
     expect(await runRow(runId)).toMatchObject({ status: 'RUNNING', attempts: 1 });
   });
 
@@ -275,7 +285,19 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     const { error } = await attempt(runId);
     expect(error).toBeInstanceOf(RetryLaterError);
     expect((error as RetryLaterError).retryDelayMs).toBe(0);
+    expect((error as Error).message).toBe('handed over: worker shutting down');
     expect(await runRow(runId)).toMatchObject({ status: 'RETRYING', attempts: 1, lease_owner: null });
+  });
+
+  it('records a command that finished on its own during a shutdown: the exit wins over the hand-over', async () => {
+    const { runId } = await queuedRun();
+    behaviour = async () => {
+      const active = (guard as unknown as { active: Map<string, { heartbeat: { abort(e: Error): void } }> }).active;
+      for (const [key, lease] of active) if (key.includes(runId)) lease.heartbeat.abort(new ShutdownAbort());
+      return {};
+    };
+    expect(await attempt(runId)).toEqual({ result: 'succeeded' });
+    expect(await runRow(runId)).toMatchObject({ status: 'SUCCESS', attempts: 1 });
   });
 
   it('announces a finished run at once (the kick), not only when a sweeper comes by', async () => {

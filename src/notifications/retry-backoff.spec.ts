@@ -23,6 +23,9 @@ describe('notification retry backoff', () => {
     const now = Date.parse('2026-11-29T12:00:00Z');
     expect(parseRetryAfterMs('Sun, 29 Nov 2026 12:00:05 GMT', now)).toBe(5000);
     expect(parseRetryAfterMs('soon')).toBeUndefined();
+    // Digits only, all of it: a number with anything before or after is not delta-seconds.
+    expect(parseRetryAfterMs('12abc')).toBeUndefined();
+    expect(parseRetryAfterMs('abc12')).toBeUndefined();
     expect(parseRetryAfterMs(null)).toBeUndefined();
   });
 });
