@@ -50,4 +50,4 @@ ENTRYPOINT ["/usr/bin/tini", "--"]
 # A small young generation and a bounded old one: V8 otherwise grows the heap toward a limit sized
 # from the host's memory, and an API process under intake load sat at ~230-290 MB RSS for a live
 # heap of ~50 MB; with these flags ~145 MB (docs/benchmarks.md, "Memory"). Same flags as npm start.
-CMD ["node", "--max-old-space-size=256", "--max-semi-space-size=4", "dist/src/main.js"]
+CMD ["node", "--max-old-space-size=512", "--max-semi-space-size=4", "dist/src/main.js"]

@@ -26,8 +26,9 @@ describe('steps: each fence holds on its own', () => {
     const script = join(dir, 'late-step.sh');
     writeFileSync(
       script,
+      // The escaped process gives up after a minute: a failed or interrupted test leaves no orphan.
       `d="$1"
-setsid sh -c 'while [ ! -e "$1/go.$RUN_ID" ]; do sleep 0.05; done
+setsid sh -c 'i=0; while [ ! -e "$1/go.$RUN_ID" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
 onceflow step late -- sh -c "echo late-effect >> \\"$1/effects.$RUN_ID\\""
 echo $? > "$1/exit.$RUN_ID"' sh "$d" </dev/null >/dev/null 2>&1 &
 touch "$d/ready.$RUN_ID"
