@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { auth, closeDb, db, startApp, TestApp } from './support/app';
-import { tempDir, testEnv } from './support/env';
+import { tempDir, testEnv, uniquePrefix } from './support/env';
 import {
   BOT_ACTOR,
   deliver,
@@ -246,8 +246,14 @@ describe('Plane webhook configuration', () => {
   });
 
   it('serves no webhook route in a worker-only process', async () => {
+    // A queue of its own: this file's earlier runs are not its business (a job it took up would
+    // still be in flight when the test closes it a moment later).
     const t = await startApp(
-      testEnv('wh-worker', countFile, { APP_ROLE: 'worker', PLANE_WEBHOOK_SECRETS: PLANE_SECRET }),
+      testEnv('wh-worker', countFile, {
+        APP_ROLE: 'worker',
+        PLANE_WEBHOOK_SECRETS: PLANE_SECRET,
+        REDIS_PREFIX: uniquePrefix('wh-worker'),
+      }),
     );
     try {
       expect((await deliver(t, v1Body(newWorkItem(), 'created'))).status).toBe(404);

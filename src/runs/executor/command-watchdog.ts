@@ -27,10 +27,9 @@ export class CommandWatchdog {
     try {
       await this.send(line);
     } catch {
-      // It died before we saw its exit (EPIPE): start the next one now and tell it everything.
+      // It died before we saw its exit (EPIPE): start the next one now (it is told everything).
       if (this.child === dead) this.child = undefined;
       await this.send(line);
-      this.rearm();
     }
   }
 
@@ -75,21 +74,21 @@ export class CommandWatchdog {
       // Started again at once while commands run: each is guarded again within milliseconds. One
       // that dies as it starts (no memory, no pids) is retried after a second, not in a loop.
       if (this.deadlines.size > 0)
-        setTimeout(() => this.rearm(), performance.now() - startedAt < 1000 ? 1000 : 0).unref();
+        setTimeout(() => this.ensure(), performance.now() - startedAt < 1000 ? 1000 : 0).unref();
     };
     child.once('error', gone);
     child.once('exit', gone);
     // EPIPE on a write after it died: the write's own callback reports it, and `gone` restarts it.
     child.stdin?.on('error', () => undefined);
+    // A replacement learns every group still guarded before anything else is written to it, in this
+    // same tick: whoever starts it (the restart timer, or a keep-alive that found no watchdog), a
+    // worker frozen right after never leaves a running command unknown to it.
+    const now = performance.now();
+    for (const [pgid, deadline] of this.deadlines)
+      child.stdin?.write(`W ${pgid} ${Math.max(0, Math.ceil(deadline - now))}\n`, () => undefined);
     // The watchdog never keeps a worker alive that is otherwise done.
     child.unref();
     (child.stdin as unknown as { unref?: () => void }).unref?.();
     return child;
-  }
-
-  private rearm(): void {
-    const now = performance.now();
-    for (const [pgid, deadline] of this.deadlines)
-      this.send(`W ${pgid} ${Math.max(0, Math.ceil(deadline - now))}\n`).catch(() => undefined);
   }
 }
