@@ -1,10 +1,7 @@
-import { getDataSourceToken } from '@nestjs/typeorm';
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { DataSource } from 'typeorm';
 import { NotificationClaimsRepository } from '../src/notifications/notification-claims.repository';
 import { NotificationDeliveryService } from '../src/notifications/notification-delivery.service';
-import { OutboxWriter } from '../src/notifications/outbox.writer';
+import { pendingOutboxRow } from './support/outbox-rows';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { SlackStub } from './support/slack-stub';
@@ -50,15 +47,7 @@ describe('NotificationDeliveryService: one attempt, each way it can end', () => 
     await closeDb();
   });
 
-  async function pendingRow(): Promise<{ id: string; runId: string }> {
-    const runId = randomUUID();
-    const id = await t.app
-      .get<DataSource>(getDataSourceToken())
-      .transaction((em) =>
-        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `delivery test ${runId}` }),
-      );
-    return { id: id!, runId };
-  }
+  const pendingRow = () => pendingOutboxRow(t.app, 'run.failed', 'delivery test');
   const row = async (id: string) =>
     (
       await db().query(

@@ -17,6 +17,7 @@ import { notificationJobId } from '../src/queues/job-ids';
 import { NOTIFICATIONS_QUEUE } from '../src/queues/queue-names';
 import { RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { RunStatus } from '../src/runs/run-status';
+import { pendingOutboxRow } from './support/outbox-rows';
 import { auth, blockEventLoop, closeDb, createProject, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { SlackStub } from './support/slack-stub';
@@ -50,16 +51,7 @@ describe('notification claims', () => {
     await closeDb();
   });
 
-  /** An outbox row written by the real writer in its own transaction; its run id is the stub key. */
-  async function pendingRow(): Promise<{ id: string; runId: string }> {
-    const runId = randomUUID();
-    const id = await t.app
-      .get<DataSource>(getDataSourceToken())
-      .transaction((em) =>
-        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.succeeded', text: `claim test ${runId}` }),
-      );
-    return { id: id!, runId };
-  }
+  const pendingRow = () => pendingOutboxRow(t.app, 'run.succeeded', 'claim test');
 
   it('lets exactly one of ten concurrent deliverers post', async () => {
     const row = await pendingRow();
@@ -233,12 +225,7 @@ describe('notification claims: recording after a takeover', () => {
     ['a permanent refusal', 404],
   ])('records nothing for %s answered after the claim was taken over', async (_what, status) => {
     const delivery = t.app.get(NotificationDeliveryService);
-    const runId = randomUUID();
-    const id = (await t.app
-      .get<DataSource>(getDataSourceToken())
-      .transaction((em) =>
-        t.app.get(OutboxWriter).add(em, { runId, eventType: 'run.failed', text: `fence test ${runId}` }),
-      ))!;
+    const { id, runId } = await pendingOutboxRow(t.app, 'run.failed', 'fence test');
     stub.plan(runId, { hold: true });
     const first = delivery.deliver(id);
     await waitFor(() => stub.held(runId).length === 1, 10_000, 'the first POST');

@@ -1,6 +1,8 @@
 // The `onceflow` command a run's command finds first on its PATH: steps that run once per run,
 // and values kept across attempts. It talks only to its own worker (ONCEFLOW_URL) with the
 // attempt's credential (ONCEFLOW_RUN_TOKEN). Node built-ins only: it starts on every step call.
+// A program of its own (copied onto the command's PATH, run by the command), not part of the
+// service: its environment is the command's, so it reads process.env itself, not src/config.
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { constants } from 'node:os';
