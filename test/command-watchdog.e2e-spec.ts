@@ -1,5 +1,8 @@
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CommandWatchdog } from '../src/runs/executor/command-watchdog';
 import { WATCHDOG_MARKER } from '../src/runs/executor/watchdog-program';
 import {
   closeDb,
@@ -117,5 +120,47 @@ describe('command watchdog', () => {
     for (const g of pgids) expect(group(g).length).toBeGreaterThan(0);
     worker.child.kill('SIGSTOP');
     await waitFor(() => pgids.every((g) => group(g).length === 0), 5000, 'the commands to die under the new watchdog');
+  });
+});
+
+/**
+ * The deadline the worker writes is an instant, not a duration: a watchdog that reads it late (still
+ * booting, short of CPU on a busy machine) kills the group at that instant, not that long after it.
+ */
+describe('CommandWatchdog: deadlines are instants of a clock the worker and the watchdog share', () => {
+  const sleeper = () => spawn('sleep', ['30'], { detached: true, stdio: 'ignore' }).pid!;
+  let watchdog: CommandWatchdog;
+  const groups: number[] = [];
+  afterEach(() => {
+    if (watchdog.pid) process.kill(watchdog.pid, 'SIGCONT');
+    watchdog.stop();
+    for (const g of groups.splice(0)) {
+      try {
+        process.kill(-g, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+  });
+
+  it('a deadline read after it passed kills at once', async () => {
+    watchdog = new CommandWatchdog().start();
+    // Up and reading: a first group with a short deadline dies.
+    const first = sleeper();
+    groups.push(first);
+    await watchdog.watch(first, Date.now() + 100);
+    await waitFor(() => group(first).length === 0, 5000, 'the first group to die');
+
+    const late = sleeper();
+    groups.push(late);
+    process.kill(watchdog.pid!, 'SIGSTOP');
+    await watchdog.watch(late, Date.now() + 600);
+    await sleep(1500);
+    expect(group(late).length).toBeGreaterThan(0);
+    const resumed = Date.now();
+    process.kill(watchdog.pid!, 'SIGCONT');
+    await waitFor(() => group(late).length === 0, 3000, 'the late group to die');
+    // Read as a duration, the line would have killed it 600 ms after the watchdog resumed.
+    expect(Date.now() - resumed).toBeLessThan(300);
   });
 });

@@ -1,6 +1,8 @@
 import type { Job } from 'bull';
 import { join } from 'node:path';
 import { ShutdownAbort } from '../src/locks/heartbeat';
+import type { LockService } from '../src/locks/lock.service';
+import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { RetryLaterError } from '../src/locks/retry-later.error';
 import { TaskLockService } from '../src/locks/task-lock.service';
 import { runLockKey } from '../src/queues/job-ids';
@@ -128,9 +130,13 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
 
   const lastEvent = async (runId: string) => (await runEvents(runId)).at(-1)!;
 
-  it('asks the executor for the claimed attempt: its data, the timeout, a watchdog at 0.8 × the lock TTL, the project’s workspace', async () => {
+  it('asks the executor for the claimed attempt: its data, the timeout, a watchdog deadline within 0.8 × the lock TTL, the project’s workspace', async () => {
     const { runId, projectId, workspace } = await queuedRun({ attempts: 1 });
-    behaviour = async () => ({});
+    let guardIn = NaN;
+    behaviour = async (req) => {
+      guardIn = req.guardUntil!() - Date.now();
+      return {};
+    };
     expect(await attempt(runId)).toEqual({ result: 'succeeded' });
     const req = requests.find((r) => r.runId === runId)!;
     const row = await runRow(runId);
@@ -145,9 +151,12 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
       workspace,
       idempotencyKey: `onceflow-run-${runId}`,
       timeoutMs: TIMEOUT_MS,
-      watchdogMs: Math.floor(TTL_MS * 0.8),
+      guardUntil: expect.any(Function),
       runApi: undefined,
     });
+    // Counted from when the lock was asked for (the claim took some of it), never from now.
+    expect(guardIn).toBeGreaterThan(0);
+    expect(guardIn).toBeLessThanOrEqual(TTL_MS * 0.8);
     expect(row).toMatchObject({ status: 'SUCCESS', attempts: 2, last_error: null, lease_owner: null });
     expect((await lastEvent(runId)).reason).toBe('exit 0');
   });
@@ -260,11 +269,16 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     const { runId } = await queuedRun();
     let pings = 0;
     const leases: number[] = [];
+    const guards: Array<{ until: number; lockEnds: number }> = [];
+    const locks = t.app.get<LockService>(LOCK_SERVICE);
     behaviour = async (req) => {
       req.keepAlive?.(() => pings++);
       for (let i = 0; i < 4; i++) {
         await new Promise((r) => setTimeout(r, TTL_MS / 3));
         leases.push(Number((await runRow(runId)).lease_ms));
+        const left = await locks.remainingMs(runLockKey(runId));
+        // The latest the lock can end: the answer's arrival plus what Redis said was left.
+        guards.push({ until: req.guardUntil!(), lockEnds: Date.now() + left });
       }
       return {};
     };
@@ -272,6 +286,10 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     expect(pings).toBeGreaterThanOrEqual(2);
     // Without the renewal the lease set by the claim would run out within the four looks.
     expect(Math.min(...leases.slice(2))).toBeGreaterThan(TTL_MS / 3);
+    // The watchdog's deadline moves with the renewals and stays a fifth of the TTL before the
+    // Redis lock can lapse (2 ms for PTTL's rounding).
+    expect(guards.at(-1)!.until - guards[0].until).toBeGreaterThanOrEqual(TTL_MS / 3);
+    for (const g of guards) expect(g.lockEnds - g.until).toBeGreaterThanOrEqual(TTL_MS * 0.2 - 2);
   });
 
   it('a shutdown hands the run straight back: RETRYING with the attempt not counted', async () => {

@@ -109,10 +109,16 @@ describe('ShellExecutor: one attempt of a real command', () => {
     let ping: (() => void) | undefined;
     const fed = setInterval(() => ping?.(), 100);
     try {
-      const kept = await exec('sleep 1; echo alive', { watchdogMs: 400, keepAlive: (p) => (ping = p) });
+      const kept = await exec('sleep 1; echo alive', {
+        guardUntil: () => Date.now() + 400,
+        keepAlive: (p) => (ping = p),
+      });
       expect(kept).toMatchObject({ outcome: 'success', exitCode: 0 });
       const started = Date.now();
-      const starved = await exec('sleep 5; echo alive', { watchdogMs: 400, keepAlive: () => undefined });
+      const starved = await exec('sleep 5; echo alive', {
+        guardUntil: () => Date.now() + 400,
+        keepAlive: () => undefined,
+      });
       expect(starved).toMatchObject({ outcome: 'transient', exitCode: null, signal: 'SIGKILL', timedOut: false });
       expect(Date.now() - started).toBeLessThan(3000);
     } finally {

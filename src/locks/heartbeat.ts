@@ -9,6 +9,11 @@ export interface HeartbeatOptions {
    */
   onBeat?: () => Promise<boolean>;
   onError?: (err: unknown) => void;
+  /**
+   * When the lease was asked for (ms since the epoch; default: now). Its validity counts from the
+   * moment the request was sent, not from the answer: the store started the TTL in between.
+   */
+  askedAt?: number;
 }
 
 /**
@@ -20,7 +25,7 @@ export interface HeartbeatOptions {
 export class Heartbeat {
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout | undefined;
-  private validUntil: number;
+  private validUntilMs: number;
   private stopped = false;
 
   constructor(
@@ -30,7 +35,15 @@ export class Heartbeat {
     private readonly label: string,
     private readonly options: HeartbeatOptions = {},
   ) {
-    this.validUntil = Date.now() + ttlMs;
+    this.validUntilMs = (options.askedAt ?? Date.now()) + ttlMs;
+  }
+
+  /**
+   * Until when (ms since the epoch) the lease is surely ours: TTL after the last successful extend
+   * was sent. Anything that must stop before someone else can take the lease counts from this.
+   */
+  get validUntil(): number {
+    return this.validUntilMs;
   }
 
   get signal(): AbortSignal {
@@ -70,18 +83,18 @@ export class Heartbeat {
     if (this.stopped) return;
     const now = Date.now();
     // Later than the lock's validity: it may have expired and been taken while we slept.
-    if (now >= this.validUntil || now - due > this.ttlMs / 3) return this.lose('extend_late');
+    if (now >= this.validUntilMs || now - due > this.ttlMs / 3) return this.lose('extend_late');
     let ok: boolean;
     try {
-      ok = await withTimeout(this.extend(), this.validUntil - now, 'the lock extend', 'lock extend timed out');
+      ok = await withTimeout(this.extend(), this.validUntilMs - now, 'the lock extend', 'lock extend timed out');
     } catch (err) {
       this.options.onError?.(err);
-      if (Date.now() >= this.validUntil) return this.lose('extend_error');
+      if (Date.now() >= this.validUntilMs) return this.lose('extend_error');
       return this.schedule();
     }
     if (this.stopped) return;
     if (!ok) return this.lose('extend_failed');
-    this.validUntil = now + this.ttlMs;
+    this.validUntilMs = now + this.ttlMs;
     if (this.options.onBeat) {
       try {
         if (!(await this.options.onBeat())) return this.lose('check_failed');

@@ -14,6 +14,8 @@ export interface Lease {
   readonly token: number;
   /** Aborted the moment the lock is lost (extend failed or late) or a beat check says so. */
   readonly signal: AbortSignal;
+  /** Until when (ms since the epoch) the lock is surely ours; moves on with every renewal. */
+  readonly validUntil: number;
   /** Adds work to every heartbeat; resolving false aborts the lease. */
   onBeat(check: () => Promise<boolean>): void;
 }
@@ -60,6 +62,7 @@ export class TaskLockService implements BeforeApplicationShutdown {
   async runGuarded<T>(job: Job<T>, spec: GuardedProcessorSpec<T>): Promise<unknown> {
     const key = spec.lockKey(job);
     let handle: LockHandle | null;
+    const askedAt = Date.now();
     try {
       handle = await this.locks.acquire(key, spec.ttlMs);
     } catch (err) {
@@ -90,6 +93,7 @@ export class TaskLockService implements BeforeApplicationShutdown {
         return true;
       },
       onError: (err) => this.logger.warn({ msg: 'heartbeat error', lockKey: key, err: String(err) }),
+      askedAt,
     }).start();
     heartbeat.signal.addEventListener('abort', () => {
       if (heartbeat.signal.reason instanceof ShutdownAbort) return;
@@ -106,6 +110,9 @@ export class TaskLockService implements BeforeApplicationShutdown {
       owner: handle.owner,
       token: handle.token,
       signal: heartbeat.signal,
+      get validUntil() {
+        return heartbeat.validUntil;
+      },
       onBeat: (check) => checks.push(check),
     };
     try {

@@ -63,13 +63,16 @@ export class RunsModule {
               if (config.runExecutor === 'noop') return new NoopExecutor();
               const identity = resolveRunIdentity(config.runAsUser);
               prepareWorkspaceRoot(config.workspaceRoot, identity);
-              return new ShellExecutor(
+              const shell = new ShellExecutor(
                 config.orchestratorCommand,
                 processEnvironment(),
                 identity,
                 config.workspaceRoot,
                 config.orchestratorEnvPassthrough,
               );
+              // Booted with the worker, not on its first command's path.
+              shell.watchdog.start();
+              return shell;
             },
           },
         ]

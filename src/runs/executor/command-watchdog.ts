@@ -1,28 +1,45 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
-import { WATCHDOG_MARKER, WATCHDOG_PROGRAM } from './watchdog-program';
+import { monotonicMs, WATCHDOG_MARKER, WATCHDOG_PROGRAM } from './watchdog-program';
 
 /**
  * The worker's side of its command watchdog (see watchdog-program.ts): starts the watchdog process
  * once, tells it each command's process group and deadline, and starts it again if it dies —
- * telling the new one every group still running, with the time each has left. It runs as the
- * worker's user (root in a worker that switches users), so it may kill commands of RUN_AS_USER.
+ * telling the new one every group still running with its deadline. It runs as the worker's user
+ * (root in a worker that switches users), so it may kill commands of RUN_AS_USER. Deadlines travel
+ * as instants of the machine's monotonic clock, never as durations: a watchdog that reads a line
+ * late (still booting, short of CPU) must not move the deadline by its own delay.
  */
 export class CommandWatchdog {
   private child?: ChildProcess;
-  /** Every group being guarded, with its deadline on this process's monotonic clock. */
+  /** Every group being guarded, with its deadline on the machine's monotonic clock (ms). */
   private readonly deadlines = new Map<number, number>();
   /** How many watchdogs were started (1 + restarts). */
   starts = 0;
 
+  /** Starts the watchdog ahead of the first command, so its boot is not on that command's path. */
+  start(): this {
+    this.ensure();
+    return this;
+  }
+
+  /** Ends the watchdog (the worker is shutting down): it kills whatever it still guards and exits. */
+  stop(): void {
+    const child = this.child;
+    this.child = undefined;
+    this.deadlines.clear();
+    child?.stdin?.end();
+  }
+
   /**
-   * Guards `pgid` until `ms` from now. Resolves once the line is in the kernel's pipe to the
-   * watchdog: from then on the group dies with the worker even if the worker dies before its next
-   * instruction. Rejects when no watchdog could be told (the command must then not run).
+   * Guards `pgid` until `until` (ms since the epoch). Resolves once the line is in the kernel's pipe
+   * to the watchdog: from then on the group dies with the worker even if the worker dies before its
+   * next instruction. Rejects when no watchdog could be told (the command must then not run).
    */
-  async watch(pgid: number, ms: number): Promise<void> {
-    this.deadlines.set(pgid, performance.now() + ms);
-    const line = `W ${pgid} ${Math.ceil(ms)}\n`;
+  async watch(pgid: number, until: number): Promise<void> {
+    const deadline = Math.ceil(monotonicMs() + (until - Date.now()));
+    this.deadlines.set(pgid, deadline);
+    const line = `W ${pgid} ${deadline}\n`;
     const dead = this.child;
     try {
       await this.send(line);
@@ -34,9 +51,9 @@ export class CommandWatchdog {
   }
 
   /** A keep-alive: the worker is alive and still holds the run's lock. */
-  keepAlive(pgid: number, ms: number): void {
+  keepAlive(pgid: number, until: number): void {
     if (!this.deadlines.has(pgid)) return;
-    this.watch(pgid, ms).catch(() => undefined);
+    this.watch(pgid, until).catch(() => undefined);
   }
 
   /** The attempt is over: the watchdog kills whatever is left of the group and forgets it. */
@@ -83,9 +100,7 @@ export class CommandWatchdog {
     // A replacement learns every group still guarded before anything else is written to it, in this
     // same tick: whoever starts it (the restart timer, or a keep-alive that found no watchdog), a
     // worker frozen right after never leaves a running command unknown to it.
-    const now = performance.now();
-    for (const [pgid, deadline] of this.deadlines)
-      child.stdin?.write(`W ${pgid} ${Math.max(0, Math.ceil(deadline - now))}\n`, () => undefined);
+    for (const [pgid, deadline] of this.deadlines) child.stdin?.write(`W ${pgid} ${deadline}\n`, () => undefined);
     // The watchdog never keeps a worker alive that is otherwise done.
     child.unref();
     (child.stdin as unknown as { unref?: () => void }).unref?.();

@@ -11,10 +11,12 @@ export interface ExecutionRequest {
   workspace: string;
   idempotencyKey: string;
   timeoutMs: number;
-  /** The command's group is killed when no keep-alive came for this long (a frozen worker). */
-  watchdogMs?: number;
-  /** When the lease was last renewed (ms since the epoch): the first deadline counts from it. */
-  watchdogFrom?: () => number;
+  /**
+   * Until when (ms since the epoch) the command may run without a keep-alive: the lease's validity
+   * less a margin. Asked again on every keep-alive; past it the watchdog kills the group (a frozen
+   * worker). Without it the command is guarded only against its worker's death.
+   */
+  guardUntil?: () => number;
   /** Hands the caller the keep-alive to call on every heartbeat that renewed the lease. */
   keepAlive?: (ping: () => void) => void;
   /** The worker's API for this attempt (steps, values, LLM proxy): variables and the CLI's directory. */

@@ -12,8 +12,8 @@ import { ensureWorkspace } from './workspace-guard';
 /**
  * The command runs in its own process group (its pgid is its pid), guarded by the worker's one
  * watchdog process (command-watchdog.ts): killed when the worker dies (kill -9, OOM) or stops
- * sending keep-alives for `watchdogMs` (0.8 × the lock TTL: the worker is frozen and its lock is
- * about to lapse), so an attempt cannot finish behind the next attempt's back. The group is forked
+ * sending keep-alives past `guardUntil` (a fifth of the lock TTL before the lock lapses: the worker
+ * is frozen), so an attempt cannot finish behind the next attempt's back. The group is forked
  * behind a gate: the shell first waits for one line on stdin, and the worker writes it only after
  * the watchdog's pipe holds the group's pgid. A worker that dies before that closes the gate's pipe
  * instead: `read` sees EOF and the shell exits without running anything; a worker that dies after
@@ -24,6 +24,9 @@ import { ensureWorkspace } from './workspace-guard';
 const GATE = `IFS= read -r go && [ "$go" = go ] || exit 125
 exec </dev/null
 exec /bin/sh -c "$1"`;
+
+/** The watchdog's deadline for a command nobody sends keep-alives for: a year. */
+const UNGUARDED_MS = 365 * 24 * 3600 * 1000;
 
 /** RUN_REQUIREMENT is set only up to this size (Linux caps one variable at 128 KiB; the file always has it). */
 export const REQUIREMENT_ENV_MAX_BYTES = 64 * 1024;
@@ -47,6 +50,11 @@ export class ShellExecutor implements RunExecutor {
     private readonly workspaceRoot: string,
     private readonly passthrough: readonly string[] = [],
   ) {}
+
+  /** The worker is going down, its commands already handed over: the watchdog goes with it. */
+  onApplicationShutdown(): void {
+    this.watchdog.stop();
+  }
 
   async execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
     const started = Date.now();
@@ -98,7 +106,7 @@ export class ShellExecutor implements RunExecutor {
     started: number,
   ): Promise<ExecutionResult> {
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
-    const watchdogMs = req.watchdogMs ?? 365 * 24 * 3600 * 1000;
+    const guardUntil = req.guardUntil ?? (() => Date.now() + UNGUARDED_MS);
     let child: ChildProcess;
     try {
       child = spawn('/bin/sh', ['-c', GATE, 'onceflow-run', this.command], {
@@ -122,10 +130,8 @@ export class ShellExecutor implements RunExecutor {
     const pgid = child.pid;
     if (pgid === undefined) return notStarted(started, (await exited).startError ?? 'no pid', tail.toString());
 
-    // The first deadline counts from the lease's last renewal, not from now: the claim took some of it.
-    const firstMs = req.watchdogFrom ? Math.max(0, req.watchdogFrom() + watchdogMs - Date.now()) : watchdogMs;
     try {
-      await this.watchdog.watch(pgid, firstMs);
+      await this.watchdog.watch(pgid, guardUntil());
     } catch (err) {
       // No watchdog to guard it: the command must not run. The gate is still shut.
       killGroup(pgid);
@@ -135,7 +141,7 @@ export class ShellExecutor implements RunExecutor {
     }
     child.stdin?.end('go\n');
     // Each renewed heartbeat moves the group's deadline: a worker that stops renewing loses its command.
-    req.keepAlive?.(() => this.watchdog.keepAlive(pgid, watchdogMs));
+    req.keepAlive?.(() => this.watchdog.keepAlive(pgid, guardUntil()));
 
     let timedOut = false;
     let aborted = signal.aborted;

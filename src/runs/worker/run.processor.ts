@@ -69,9 +69,7 @@ export class RunProcessor implements OnModuleInit {
     // The command's watchdog is fed on every beat that renewed the run lock (checks run only
     // after a successful extend); registered first, so a failing Postgres check cannot starve it.
     let ping: (() => void) | undefined;
-    let renewedAt = Date.now();
     lease.onBeat(async () => {
-      renewedAt = Date.now();
       ping?.();
       return true;
     });
@@ -106,8 +104,8 @@ export class RunProcessor implements OnModuleInit {
           workspace,
           idempotencyKey: `onceflow-run-${runId}`,
           timeoutMs: this.config.runTimeoutMs,
-          watchdogMs: Math.floor(this.config.runLockTtlMs * 0.8),
-          watchdogFrom: () => renewedAt,
+          // A fifth of the TTL is the watchdog's time to notice and kill before the lock can lapse.
+          guardUntil: () => lease.validUntil - Math.ceil(this.config.runLockTtlMs * 0.2),
           keepAlive: (p) => (ping = p),
           runApi: access?.runApi,
         },
