@@ -33,7 +33,9 @@ export const steps: Scenario = {
         const pace = (0.2 + rand() * 0.4).toFixed(1);
         runIds.push(await c.client.createRun(project, `chaos steps run ${round}.${i} steps=4 pace=${pace} llm`, true));
       }
-      await sleep(1500 + rand() * 1500);
+      // Into the round's runs while they are in flight (four steps of 0.2-0.6 s each): a longer
+      // wait let every one of them finish first, and the fault landed on no command.
+      await sleep(300 + rand() * 1200);
       const busy = await waitFor(() => c.busyWorkers().length > 0, 10_000, 'a worker running commands').then(
         () => c.busyWorkers(),
         () => [],
