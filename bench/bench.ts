@@ -24,7 +24,7 @@ import { loadConfig } from '../src/config/app-config';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { prepareDatabase } from '../src/database/prepare-database';
 import { DispatchService } from '../src/runs/dispatch.service';
-import { ProjectsService } from '../src/runs/projects.service';
+import { ProjectsService } from '../src/runs/projects/projects.service';
 import { RunsService } from '../src/runs/runs.service';
 import { BareBullResult, measureBareBull } from './bare-bull';
 import { renderChart } from './chart';

@@ -6,6 +6,7 @@ import { NotificationDeliveryService } from './notification-delivery.service';
 import { NotificationSweeper } from './notification-sweeper';
 import { NotificationsController } from './notifications.controller';
 import { NotificationsProcessor } from './notifications.processor';
+import { NotificationLogsRepository } from './notification-logs.repository';
 import { NotificationsService } from './notifications.service';
 import { OutboxModule } from './outbox.module';
 import { SlackClient } from './slack.client';
@@ -31,7 +32,7 @@ export class NotificationsModule {
       ...(worker || scheduler ? [NotificationClaimsRepository] : []),
       ...(worker ? [slackClient, NotificationDeliveryService, NotificationsProcessor] : []),
       ...(scheduler ? [NotificationSweeper] : []),
-      ...(api ? [NotificationsService] : []),
+      ...(api ? [NotificationLogsRepository, NotificationsService] : []),
     ];
     return {
       module: NotificationsModule,

@@ -1,8 +1,6 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
-import { DataSource } from 'typeorm';
 import { runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
@@ -13,6 +11,7 @@ import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 import { DispatchView } from './dispatch.view';
+import { RunsRepository } from './runs.repository';
 
 const WHY_NOT: Partial<Record<RunStatus, string>> = {
   [RunStatus.QUEUED]: 'run is already queued',
@@ -34,7 +33,7 @@ export class DispatchService {
   private readonly logger = new Logger(DispatchService.name);
 
   constructor(
-    @InjectDataSource() private readonly ds: DataSource,
+    private readonly runs: RunsRepository,
     @InjectQueue(RUNS_QUEUE) private readonly queue: Queue<RunJobData>,
     @Inject(LOCK_SERVICE) private readonly locks: LockService,
     private readonly transitions: RunTransitionsRepository,
@@ -95,10 +94,9 @@ export class DispatchService {
   }
 
   private async refuse(runId: string, from: RunStatus[]): Promise<never> {
-    const rows: Array<{ status: RunStatus }> = await this.ds.query('SELECT status FROM runs WHERE id = $1', [runId]);
-    if (!rows[0]) throw runNotFound(runId);
+    const status = await this.runs.statusOf(runId);
+    if (!status) throw runNotFound(runId);
     this.metrics.duplicate('claim');
-    const status = rows[0].status;
     const why =
       from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED
         ? `only a FAILED run can be retried; run is ${status}`

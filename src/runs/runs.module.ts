@@ -11,8 +11,9 @@ import { ShellExecutor } from './executor/shell-executor';
 import { IdempotencyPruner } from './idempotency/idempotency-pruner';
 import { IdempotencyRepository } from './idempotency/idempotency.repository';
 import { IdempotencyService } from './idempotency/idempotency.service';
-import { ProjectsController } from './projects.controller';
-import { ProjectsService } from './projects.service';
+import { ProjectsController } from './projects/projects.controller';
+import { ProjectsRepository } from './projects/projects.repository';
+import { ProjectsService } from './projects/projects.service';
 import { RunTransitionsRepository } from './run-transitions.repository';
 import { RunClaimService } from './worker/run-claim.service';
 import { RunFinalizer } from './worker/run-finalizer';
@@ -21,6 +22,7 @@ import { RunReaper } from './worker/run-reaper';
 import { RunWorkerRepository } from './worker/run-worker.repository';
 import { RunProcessor } from './worker/run.processor';
 import { RunsController } from './runs.controller';
+import { RunsRepository } from './runs.repository';
 import { RunsService } from './runs.service';
 import { LlmCachePruner } from './llm-cache/llm-cache-pruner';
 import { LlmCacheRepository } from './llm-cache/llm-cache.repository';
@@ -40,7 +42,7 @@ const CORE = [
   StepJournalRepository,
   LlmCacheRepository,
 ];
-const REPOSITORIES = [IdempotencyRepository, RunWorkerRepository];
+const REPOSITORIES = [IdempotencyRepository, ProjectsRepository, RunsRepository, RunWorkerRepository];
 /** The worker's API for its own commands: steps, values and the LLM proxy. */
 const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];
 // Registered in every role; ScheduledTasks only runs it where the role includes the scheduler.

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { projectNotFound, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
-import { afterCursor, CREATED_US, toPage } from '../common/cursor';
+import { toPage } from '../common/cursor';
 import { WORKER_ID } from '../locks/locks.module';
 import { DispatchService } from './dispatch.service';
 import { RunKind, RunStatus } from './run-status';
@@ -10,6 +10,7 @@ import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 import { RunEventList } from './run-event.view';
 import { RunStepList } from './run-step.view';
 import { RunPage, RunView, toRunView } from './run.view';
+import { RunsRepository } from './runs.repository';
 import { StepJournalRepository } from './steps/step-journal.repository';
 
 export interface NewRun {
@@ -24,6 +25,7 @@ export interface NewRun {
 export class RunsService {
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
+    private readonly runs: RunsRepository,
     private readonly transitions: RunTransitionsRepository,
     private readonly dispatcher: DispatchService,
     private readonly journal: StepJournalRepository,
@@ -35,21 +37,14 @@ export class RunsService {
    * nobody else knows its id yet, so no guard is needed; call `enqueueAfterCommit` once committed.
    */
   async createInTx(em: EntityManager, input: NewRun): Promise<RunRow> {
-    const status = input.dispatch ? RunStatus.QUEUED : RunStatus.PENDING;
-    const rows: RunRow[] = await em.query(
-      `INSERT INTO runs (project_id, task_id, kind, requirement, status, dispatch_generation)
-       SELECT p.id, $2, $3, $4, $5, $6 FROM projects p WHERE p.id = $1
-       RETURNING *, NULL::text AS from_status`,
-      [
-        input.projectId,
-        input.taskId ?? null,
-        input.kind ?? RunKind.MANUAL,
-        input.requirement,
-        status,
-        input.dispatch ? 1 : 0,
-      ],
-    );
-    const run = rows[0];
+    const run = await this.runs.insert(em, {
+      projectId: input.projectId,
+      taskId: input.taskId ?? null,
+      kind: input.kind ?? RunKind.MANUAL,
+      requirement: input.requirement,
+      status: input.dispatch ? RunStatus.QUEUED : RunStatus.PENDING,
+      dispatchGeneration: input.dispatch ? 1 : 0,
+    });
     if (!run) throw projectNotFound(input.projectId);
     await this.transitions.recordCreated(em, run, input.dispatch ? 'created and dispatched' : 'created', this.workerId);
     return run;
@@ -66,34 +61,19 @@ export class RunsService {
   }
 
   async get(id: string): Promise<RunView> {
-    const rows: RunRow[] = await this.ds.query('SELECT * FROM runs WHERE id = $1', [id]);
-    if (!rows[0]) throw runNotFound(id);
-    return toRunView(rows[0], true);
+    const row = await this.runs.findById(id);
+    if (!row) throw runNotFound(id);
+    return toRunView(row, true);
   }
 
   async list(q: { projectId?: string; status?: RunStatus; limit: number; cursor?: string }): Promise<RunPage> {
-    const params: unknown[] = [];
-    const where: string[] = [];
-    if (q.projectId) where.push(`project_id = $${params.push(q.projectId)}`);
-    if (q.status) where.push(`status = $${params.push(q.status)}`);
-    if (q.cursor) where.push(afterCursor(q.cursor, params));
-    const sql = `SELECT *, ${CREATED_US} FROM runs ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-                 ORDER BY created_at DESC, id DESC LIMIT $${params.push(q.limit + 1)}`;
-    const rows: Array<RunRow & { created_us: string }> = await this.ds.query(sql, params);
+    const rows = await this.runs.page(q);
     return toPage(rows, q.limit, (r) => toRunView(r));
   }
 
   async events(id: string): Promise<RunEventList> {
     await this.get(id);
-    const rows: Array<{
-      from_status: RunStatus | null;
-      to_status: RunStatus;
-      at: Date;
-      attempt: number;
-      fencing_token: string;
-      worker_id: string | null;
-      reason: string | null;
-    }> = await this.ds.query('SELECT * FROM run_events WHERE run_id = $1 ORDER BY id', [id]);
+    const rows = await this.runs.events(id);
     return {
       items: rows.map((e) => ({
         from: e.from_status,

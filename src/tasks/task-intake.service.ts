@@ -7,19 +7,13 @@ import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
-import { PgStatements } from '../database/pg-statements';
 import { pgConstraint, pgErrorCode } from '../database/pg-errors';
 import { UX_RUNS_TASK_AUTHORING } from '../runs/entities/run.entity';
 import { RunKind, RunStatus } from '../runs/run-status';
 import { RunTransitionsRepository } from '../runs/run-transitions.repository';
 import { RunsService } from '../runs/runs.service';
-import {
-  EXTERNAL_PROJECT_INSERT,
-  ExternalProjectRef,
-  ensureExternalProject,
-  externalProjectParams,
-} from './external-projects';
-import { TaskStatus, UX_TASKS_EXTERNAL_REF } from './task.entity';
+import { UX_TASKS_EXTERNAL_REF } from './task.entity';
+import { ExternalProjectRef, TaskFields, TasksRepository } from './tasks.repository';
 
 /** An external work item as the intake needs it, whatever the provider. */
 export interface ExternalWorkItem {
@@ -61,7 +55,7 @@ export class TaskIntakeService {
 
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
-    private readonly statements: PgStatements,
+    private readonly tasks: TasksRepository,
     private readonly runs: RunsService,
     private readonly transitions: RunTransitionsRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -116,49 +110,21 @@ export class TaskIntakeService {
     item: ExternalWorkItem,
   ): Promise<{ projectId: string; taskId: string | null }> {
     const ref = { provider: item.provider, ...item.project };
-    const task = [item.externalId, item.url, item.title, item.metadata];
-    const rows: Array<{ project_id: string | null; task_id: string | null }> = await em.query(
-      `WITH new_project AS (${EXTERNAL_PROJECT_INSERT}),
-       project AS ((SELECT id FROM new_project) UNION ALL (SELECT id FROM projects WHERE external_provider = $5 AND external_id = $6) LIMIT 1),
-       task AS (
-         INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
-         SELECT project.id, $5, $7, $8, $9, $10 FROM project
-         ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
-         RETURNING id
-       )
-       SELECT (SELECT id FROM project) AS project_id, (SELECT id FROM task) AS task_id`,
-      [...externalProjectParams(this.config.workspaceRoot, ref), ...task],
-    );
-    if (rows[0]?.project_id) return { projectId: rows[0].project_id, taskId: rows[0].task_id };
-    const project = await ensureExternalProject(em, this.config.workspaceRoot, ref);
-    const inserted: Array<{ id: string }> = await em.query(
-      `INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (external_provider, external_id) WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING
-       RETURNING id`,
-      [project.id, item.provider, ...task],
-    );
-    return { projectId: project.id, taskId: inserted[0]?.id ?? null };
+    const task = taskFields(item);
+    const root = this.config.workspaceRoot;
+    const first = await this.tasks.insertWithProject(em, root, ref, task);
+    if (first.projectId) return { projectId: first.projectId, taskId: first.taskId };
+    const project = await this.tasks.ensureProject(em, root, ref);
+    return { projectId: project.id, taskId: await this.tasks.insertForProject(em, project.id, item.provider, task) };
   }
 
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */
   async close(provider: string, externalId: string, reason: string): Promise<CloseResult> {
     return this.ds.transaction(async (em) => {
-      const tasks: Array<{ id: string }> = await em.query(
-        'SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2 FOR UPDATE',
-        [provider, externalId],
-      );
-      const taskId = tasks[0]?.id;
+      const taskId = await this.tasks.lockByExternalRef(em, provider, externalId);
       if (!taskId) return { kind: 'not_found' as const };
-      await em.query(`UPDATE tasks SET status = $2, updated_at = now() WHERE id = $1 AND status <> $2`, [
-        taskId,
-        TaskStatus.CANCELLED,
-      ]);
-      const runs: Array<{ id: string }> = await em.query(`SELECT id FROM runs WHERE task_id = $1 AND kind = $2`, [
-        taskId,
-        RunKind.AUTHORING,
-      ]);
-      const runId = runs[0]?.id ?? null;
+      await this.tasks.markCancelled(em, taskId);
+      const runId = await this.tasks.authoringRunId(em, taskId);
       // Only a run that has not started: a running or finished one is left to finish as it will.
       const cancelled = runId
         ? await this.transitions.transition(
@@ -183,34 +149,9 @@ export class TaskIntakeService {
     return { kind: 'exists', ...known };
   }
 
-  /**
-   * The item's task and authoring run, if it has them, and in the same statement (one round trip)
-   * the refresh (prepared: a known item's `updated` deliveries are most of Plane's traffic): title
-   * and metadata follow the newest event. Deliveries arrive out of order and
-   * carry the item as it was when the sender's job ran, so an older `updatedAt` never overwrites
-   * a newer one, and an event without one refreshes nothing.
-   */
+  /** The item's task and authoring run, if it has them, refreshed by this event (see TasksRepository). */
   private async findAndRefresh(item: ExternalWorkItem): Promise<{ taskId: string; runId: string | null } | null> {
-    const rows = await this.statements.preparedRows<{ id: string; run_id: string | null }>(
-      `WITH task AS (SELECT id FROM tasks WHERE external_provider = $1 AND external_id = $2),
-       refreshed AS (
-         UPDATE tasks SET title = $4, url = COALESCE($5, url), metadata = $6, updated_at = now()
-          WHERE id = (SELECT id FROM task) AND status = $8 AND $7::timestamptz IS NOT NULL
-            AND (metadata->>'updatedAt' IS NULL OR (metadata->>'updatedAt')::timestamptz < $7::timestamptz)
-       )
-       SELECT task.id, r.id AS run_id FROM task LEFT JOIN runs r ON r.task_id = task.id AND r.kind = $3`,
-      [
-        item.provider,
-        item.externalId,
-        RunKind.AUTHORING,
-        item.title,
-        item.url,
-        item.metadata,
-        item.metadata.updatedAt || null,
-        TaskStatus.OPEN,
-      ],
-    );
-    return rows[0] ? { taskId: rows[0].id, runId: rows[0].run_id } : null;
+    return this.tasks.findAndRefresh(item.provider, taskFields(item), item.metadata.updatedAt || null);
   }
 
   private async enqueue(run: Parameters<RunsService['enqueueAfterCommit']>[0]): Promise<void> {
@@ -227,4 +168,8 @@ export class TaskIntakeService {
         });
     }
   }
+}
+
+function taskFields(item: ExternalWorkItem): TaskFields {
+  return [item.externalId, item.url, item.title, item.metadata];
 }

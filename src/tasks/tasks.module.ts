@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppRole, roleServesApi } from '../config/app-config';
 import { TaskIntakeService } from './task-intake.service';
 import { TasksController } from './tasks.controller';
+import { TasksRepository } from './tasks.repository';
 import { TasksService } from './tasks.service';
 
 /**
@@ -15,7 +16,7 @@ export class TasksModule {
     return {
       module: TasksModule,
       imports: [runs],
-      providers: [TasksService, TaskIntakeService],
+      providers: [TasksRepository, TasksService, TaskIntakeService],
       controllers: roleServesApi(role) ? [TasksController] : [],
       exports: [TasksService, TaskIntakeService],
     };

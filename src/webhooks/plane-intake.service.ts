@@ -5,7 +5,7 @@ import { WebhooksError, WebhooksErrorCode } from './webhooks.errors';
 import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { deliveryRow, PlaneDelivery, readPlaneDelivery, UNSTORABLE_REASONS } from './plane-delivery';
-import { HandledOutcome, PLANE, PlaneEventHandler } from './plane-event-handler';
+import { PLANE, PlaneEventHandler } from './plane-event-handler';
 import { parsePlaneEvent, planeDedupeKey } from './plane-payload';
 import { verifyPlaneSignature } from './plane-signature';
 import { PlaneWebhookAnswer } from './plane-webhook.view';

@@ -1,5 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { ProjectEntity } from './entities/project.entity';
+import { ProjectEntity } from '../entities/project.entity';
 
 /** The API shape of a project (contract: POST /api/projects, GET /api/projects[/:id]). */
 export class ProjectView {

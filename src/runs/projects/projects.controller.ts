@@ -1,18 +1,18 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, ParseUUIDPipe, Post, Query, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import type { Response } from 'express';
-import { RequireApiKey } from '../common/api-key.guard';
-import { IdempotencyError, IdempotencyErrorCode } from './idempotency/idempotency.errors';
-import { ApiErrors } from '../common/openapi';
-import { PageQuery } from '../common/page.query';
-import { CreateProjectDto } from './dto/create-project.dto';
-import { CreateRunDto } from './dto/create-run.dto';
-import { fingerprint, IdempotencyService } from './idempotency/idempotency.service';
+import { RequireApiKey } from '../../common/api-key.guard';
+import { IdempotencyError, IdempotencyErrorCode } from '../idempotency/idempotency.errors';
+import { ApiErrors } from '../../common/openapi';
+import { PageQuery } from '../../common/page.query';
+import { CreateProjectDto } from './create-project.dto';
+import { CreateRunDto } from '../dto/create-run.dto';
+import { fingerprint, IdempotencyService } from '../idempotency/idempotency.service';
 import { ProjectPage, ProjectView, toProjectView } from './project.view';
 import { ProjectsService } from './projects.service';
-import { RunRow } from './run-transitions.repository';
-import { RunView, toRunView } from './run.view';
-import { RunsService } from './runs.service';
+import { RunRow } from '../run-transitions.repository';
+import { RunView, toRunView } from '../run.view';
+import { RunsService } from '../runs.service';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
