@@ -29,7 +29,7 @@ const forkTrue = () =>
   });
 // A no-op handler: what Bull itself costs per job (or Bull plus one fork).
 const handler = process.env.BARE_FORK === '1' ? forkTrue : async () => undefined;
-void queue.process(config.workerConcurrency, handler);
+void queue.process(config.worker.concurrency, handler);
 // The parent may be gone between two reports (it disconnects when it has its figure): a send then
 // fails with EPIPE, which without a callback is an unhandled 'error' event.
 const send = (msg: object) => {

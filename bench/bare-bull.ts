@@ -34,10 +34,10 @@ export async function measureBareBull(
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
     env: {
       ...process.env,
-      REDIS_URL: config.redisUrl,
-      REDIS_PREFIX: config.redisPrefix,
+      REDIS_URL: config.redis.url,
+      REDIS_PREFIX: config.redis.prefix,
       BARE_QUEUE: queueName,
-      WORKER_CONCURRENCY: String(config.workerConcurrency),
+      WORKER_CONCURRENCY: String(config.worker.concurrency),
       BARE_FORK: fork_ ? '1' : '',
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -58,7 +58,7 @@ export async function measureBareBull(
     const ids = Array.from({ length: jobs }, () => randomUUID());
     const workerCpu0 = cpuMs(child.pid);
     const producerCpu0 = process.cpuUsage();
-    const services = await serviceCpu(null, config.redisUrl);
+    const services = await serviceCpu(null, config.redis.url);
     const t0 = Date.now();
     await pool(jobs, producerConcurrency, (i) =>
       producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }),

@@ -77,12 +77,12 @@ async function main(): Promise<void> {
   const profileDir = process.env.BENCH_WORKER_PROFILE_DIR;
   const tag = `bench_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
   const base = configFromProcessEnv({ API_KEYS: API_KEY });
-  const databaseUrl = withDatabase(base.databaseUrl, `onceflow_${tag}`);
+  const databaseUrl = withDatabase(base.database.url, `onceflow_${tag}`);
   const workspaceRoot = mkdtempSync(join(tmpdir(), 'onceflow-bench-'));
   const appEnv: Record<string, string> = {
     ...(processEnvironment() as Record<string, string>),
     DATABASE_URL: databaseUrl,
-    REDIS_URL: base.redisUrl,
+    REDIS_URL: base.redis.url,
     REDIS_PREFIX: tag,
     API_KEYS: API_KEY,
     WORKSPACE_ROOT: workspaceRoot,
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
   );
   let app: INestApplication | undefined;
   try {
-    const host = await machine(withDatabase(base.databaseUrl, 'postgres'), base.redisUrl);
+    const host = await machine(withDatabase(base.database.url, 'postgres'), base.redis.url);
     await prepareDatabase(databaseUrl);
 
     let bare: BareBullResult | undefined;
@@ -116,7 +116,7 @@ async function main(): Promise<void> {
       log(
         `graphile-worker (${when}): ${graphileJobs} jobs each added twice with one job_key, ${producers} pairs in flight, concurrency ${concurrency}`,
       );
-      const g = await measureGraphile(databaseUrl, base.redisUrl, graphileJobs, producers, concurrency, when);
+      const g = await measureGraphile(databaseUrl, base.redis.url, graphileJobs, producers, concurrency, when);
       log(`  ${g.jobsPerSec.toFixed(0)} jobs/s, executed twice ${g.duplicatesExecuted}, never executed ${g.lost}`);
       graphile.push(g);
     };
@@ -152,7 +152,7 @@ async function main(): Promise<void> {
             ds,
             dispatcher,
             databaseUrl,
-            redisUrl: base.redisUrl,
+            redisUrl: base.redis.url,
             workerEnv: { ...appEnv, APP_ROLE: 'worker' },
             // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
             workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
@@ -175,7 +175,7 @@ async function main(): Promise<void> {
     let locks: LockBenchResult | undefined;
     if (has('locks')) {
       log(`locks vs raw SET NX + DEL, ${64} in flight`);
-      locks = await measureLocks(base.redisUrl, tag, 64);
+      locks = await measureLocks(base.redis.url, tag, 64);
       log(`  ratio ${locks.lockRatio.toFixed(2)}`);
     }
 
@@ -246,7 +246,7 @@ async function main(): Promise<void> {
   } finally {
     await app?.close().catch(() => undefined);
     await dropDatabase(databaseUrl).catch((err: unknown) => log(`could not drop the scratch database: ${String(err)}`));
-    await dropRedisPrefix(base.redisUrl, tag).catch((err: unknown) =>
+    await dropRedisPrefix(base.redis.url, tag).catch((err: unknown) =>
       log(`could not delete Redis keys ${tag}:*: ${String(err)}`),
     );
     rmSync(workspaceRoot, { recursive: true, force: true });

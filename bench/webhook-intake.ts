@@ -179,7 +179,7 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
   try {
     // Unloaded first (what one delivery costs), then the load the issue asks about.
     const single = await phase(1, 500, SINGLE_MS);
-    const redisUrl = env.REDIS_URL ?? configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' }).redisUrl;
+    const redisUrl = env.REDIS_URL ?? configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' }).redis.url;
     const services = await serviceCpu(env.DATABASE_URL, redisUrl);
     const api0 = cpuMs(server.child.pid);
     const { samples, seconds, answered } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
@@ -264,7 +264,7 @@ export function formatIntake(r: IntakeResult): string {
 async function main(): Promise<void> {
   const tag = `bench_wh_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
   const config = configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' });
-  const databaseUrl = withDatabase(config.databaseUrl, `onceflow_${tag}`);
+  const databaseUrl = withDatabase(config.database.url, `onceflow_${tag}`);
   const workspaceRoot = mkdtempSync(join(tmpdir(), 'onceflow-bench-wh-'));
   const env: Record<string, string> = {
     ...(processEnvironment() as Record<string, string>),
@@ -287,7 +287,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await dropDatabase(databaseUrl);
-    await dropRedisPrefix(config.redisUrl, tag);
+    await dropRedisPrefix(config.redis.url, tag);
     rmSync(workspaceRoot, { recursive: true, force: true });
   }
 }

@@ -13,7 +13,7 @@ import type { AppConfig } from './config/app-config';
 export function configureApp(app: NestExpressApplication, config: AppConfig): void {
   app.useLogger(app.get(Logger));
   // Keeps the raw bytes (rawBody) like Nest's own parser, and refuses absurd nesting before parsing.
-  app.use(jsonBodyParser(config.webhookBodyLimitBytes));
+  app.use(jsonBodyParser(config.plane.bodyLimitBytes));
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }));
   app.useGlobalFilters(new HttpErrorFilter());
   app.enableShutdownHooks();

@@ -8,15 +8,15 @@ import { resolveRunIdentity } from './runs/executor/run-identity';
 async function main(): Promise<void> {
   const config = configFromProcessEnv();
   // A worker that cannot run commands safely says so in one line, before anything starts.
-  if (roleRunsWorkers(config.role) && config.runExecutor === 'shell') resolveRunIdentity(config.runAsUser);
+  if (roleRunsWorkers(config.role) && config.runs.executor === 'shell') resolveRunIdentity(config.runs.runAsUser);
   await checkServices(config);
-  await prepareDatabase(config.databaseUrl);
+  await prepareDatabase(config.database.url);
   const app = await createApp(config);
   await app.listen(config.port);
   // Names the files, never their content.
   const notes = [
-    config.apiKeysGenerated ? `API_KEYS unset: a development key is in ${DEV_KEY_FILE}` : '',
-    config.adminCredentialsGenerated
+    config.auth.apiKeysGenerated ? `API_KEYS unset: a development key is in ${DEV_KEY_FILE}` : '',
+    config.auth.adminCredentialsGenerated
       ? `ADMIN_USER/ADMIN_PASSWORD unset: /admin/queues credentials (user:password) are in ${DEV_ADMIN_FILE}`
       : '',
   ].filter(Boolean);

@@ -201,8 +201,8 @@ describe('runs API', () => {
       expect(res.status).toBe(202);
       expect(res.body.status).toBe('CANCELLED');
       const pid = executions(countFile).find((e) => e.runId === running.id)!.pid;
-      await waitFor(() => !isAlive(pid), t.config.runLockTtlMs + 1000, 'the cancelled command to be killed');
-      expect(Date.now() - cancelledAt).toBeLessThan(t.config.runLockTtlMs);
+      await waitFor(() => !isAlive(pid), t.config.runs.lockTtlMs + 1000, 'the cancelled command to be killed');
+      expect(Date.now() - cancelledAt).toBeLessThan(t.config.runs.lockTtlMs);
       expect(count(countFile, 'done', running.id)).toBe(0);
       const run = await t.http.get(`/api/runs/${running.id}`).set(auth);
       expect(run.body.status).toBe('CANCELLED');

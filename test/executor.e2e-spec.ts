@@ -61,7 +61,7 @@ describe('executor', () => {
       IDEMPOTENCY_KEY: `onceflow-run-${run.id}`,
     });
     expect(Number(env.RUN_FENCING_TOKEN)).toBeGreaterThan(0);
-    expect(env.PWD).toBe(join(t.config.workspaceRoot, project.id));
+    expect(env.PWD).toBe(join(t.config.runs.workspaceRoot, project.id));
     // onceflow's own credentials are withheld from the orchestrator.
     expect(env.API_KEYS).toBeUndefined();
     const body = (await t.http.get(`/api/runs/${run.id}`).set(auth)).body;

@@ -278,7 +278,7 @@ describe('notifications outbox', () => {
     stub.plan(id, { hold: true });
     const fin = await finalizeAndKick(id, 5, RunStatus.SUCCESS);
     if (fin.kind !== 'written' || !fin.notificationId) throw new Error('finalize wrote no notification');
-    const lockKey = `${t.config.redisPrefix}:lock:${notificationLockKey(fin.notificationId)}`;
+    const lockKey = `${t.config.redis.prefix}:lock:${notificationLockKey(fin.notificationId)}`;
     await waitFor(() => stub.held(id).length === 1, 10_000, 'the first POST');
     const redis = new Redis(testRedisUrl());
     try {
@@ -289,7 +289,7 @@ describe('notifications outbox', () => {
     // The next beat finds the key gone (a third of the TTL), then the grace a POST would get.
     const deletedAt = Date.now();
     await waitFor(
-      () => Date.now() - deletedAt > 2 * (t.config.runLockTtlMs / 3 + POST_ABORT_GRACE_MS),
+      () => Date.now() - deletedAt > 2 * (t.config.runs.lockTtlMs / 3 + POST_ABORT_GRACE_MS),
       10_000,
       'the lock loss and its grace to pass',
     );

@@ -97,7 +97,7 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
     state: { attempts?: number } = {},
   ): Promise<{ runId: string; projectId: string; workspace: string }> {
     const name = `proc-${Date.now()}-${Math.random().toString(36).slice(2)}`;
-    const workspace = join(t.config.workspaceRoot, name);
+    const workspace = join(t.config.runs.workspaceRoot, name);
     const { rows } = await db().query(
       `INSERT INTO projects (name, workspace_path, max_concurrent_runs) VALUES ($1, $2, 5) RETURNING id`,
       [name, workspace],

@@ -38,11 +38,11 @@ describe('TaskIntakeService', () => {
   const task = async (id: string) => (await db().query('SELECT * FROM tasks WHERE id = $1', [id])).rows[0];
   const run = async (id: string) => (await db().query('SELECT * FROM runs WHERE id = $1', [id])).rows[0];
   const taskDirs = (projectId: string) => {
-    const dir = join(t.config.workspaceRoot, projectId, 'tasks');
+    const dir = join(t.config.runs.workspaceRoot, projectId, 'tasks');
     return existsSync(dir) ? readdirSync(dir) : [];
   };
   const allTaskDirs = () =>
-    existsSync(t.config.workspaceRoot) ? readdirSync(t.config.workspaceRoot).flatMap(taskDirs).sort() : [];
+    existsSync(t.config.runs.workspaceRoot) ? readdirSync(t.config.runs.workspaceRoot).flatMap(taskDirs).sort() : [];
 
   it('creates the task, its workspace and its QUEUED authoring run, and enqueues the run', async () => {
     const it1 = item();

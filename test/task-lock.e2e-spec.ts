@@ -27,7 +27,7 @@ describe('TaskLockService around the runs processor', () => {
   const countFile = join(tempDir('tasklock'), 'executions.log');
   let t: TestApp;
   let redis: Redis;
-  const lockKey = (runId: string) => `${t.config.redisPrefix}:lock:run:${runId}`;
+  const lockKey = (runId: string) => `${t.config.redis.prefix}:lock:run:${runId}`;
 
   beforeAll(async () => {
     t = await startApp(testEnv('tasklock', countFile, { RUN_LOCK_TTL_MS: '3000' }));

@@ -35,12 +35,12 @@ describe('Plane intake idempotency', () => {
 
   /** The item ended with one task, one authoring run, one workspace and (once run) one execution. */
   async function expectExactlyOnce(item: WorkItem): Promise<{ taskId: string; runId: string }> {
-    const state = await workItemState(item.id, t.config.workspaceRoot);
+    const state = await workItemState(item.id, t.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.runs[0].kind).toBe('authoring');
     expect(state.workspaces).toEqual([
-      join(t.config.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id),
+      join(t.config.runs.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id),
     ]);
     expect(await projectRuns(state.tasks[0].project_id)).toBe(1);
     await waitForStatus([state.runs[0].id], ['SUCCESS'], 30_000);
@@ -173,7 +173,7 @@ describe('Plane intake idempotency', () => {
     const fresh = await deliver(t, body);
     expect(fresh.status).toBe(200);
     expect(fresh.body).toEqual({ status: 'duplicate', deliveryId: rows[0].id });
-    expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).tasks).toHaveLength(0);
 
     await db().query(`UPDATE webhook_deliveries SET updated_at = now() - interval '10 minutes' WHERE id = $1`, [
       rows[0].id,

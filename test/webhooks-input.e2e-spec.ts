@@ -130,7 +130,7 @@ describe('Plane intake: signed but unusual input', () => {
   ])('a 1 MiB description of %s: the task is created and other requests are answered promptly', async (_name, html) => {
     const item = newWorkItem();
     const body = createdWith(item, { description_html: html, description_stripped: null });
-    expect(body.length).toBeLessThan(t.config.webhookBodyLimitBytes);
+    expect(body.length).toBeLessThan(t.config.plane.bodyLimitBytes);
     let done = false;
     const started = performance.now();
     const delivery = deliver(t, body).then((res) => {

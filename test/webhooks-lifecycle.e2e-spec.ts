@@ -22,7 +22,7 @@ describe('Plane work-item lifecycle', () => {
     const item = newWorkItem();
     const res = await deliver(t, v1Body(item, 'created'));
     expect(res.status).toBe(202);
-    const state = await workItemState(item.id, t.config.workspaceRoot);
+    const state = await workItemState(item.id, t.config.runs.workspaceRoot);
     expect(state.runs).toHaveLength(1);
     expect(state.runs[0].status).toBe('QUEUED');
     return { item, taskId: state.tasks[0].id, runId: state.runs[0].id };
@@ -47,7 +47,7 @@ describe('Plane work-item lifecycle', () => {
 
     const late = await deliver(t, v1Body(item, 'updated', { field: 'name', updatedAt: '2026-11-03T00:00:00Z' }));
     expect(late.body).toMatchObject({ status: 'duplicate', reason: 'task_exists' });
-    const state = await workItemState(item.id, t.config.workspaceRoot);
+    const state = await workItemState(item.id, t.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toEqual([expect.objectContaining({ id: runId, status: 'CANCELLED' })]);
   });
@@ -57,7 +57,7 @@ describe('Plane work-item lifecycle', () => {
     const res = await deliver(t, v2Body(item, 'workitem.archived'));
     expect(res.status).toBe(202);
     expect(await runStatus(runId)).toBe('CANCELLED');
-    expect((await workItemState(item.id, t.config.workspaceRoot)).tasks[0].status).toBe('cancelled');
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).tasks[0].status).toBe('cancelled');
   });
 
   it('a delete leaves a run that already started alone, but still cancels the task', async () => {
@@ -67,7 +67,7 @@ describe('Plane work-item lifecycle', () => {
     const res = await deliver(t, v1Body(item, 'deleted'));
     expect(res.status).toBe(202);
     expect(await runStatus(runId)).toBe('RUNNING');
-    expect((await workItemState(item.id, t.config.workspaceRoot)).tasks[0].status).toBe('cancelled');
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).tasks[0].status).toBe('cancelled');
     const { rows } = await db().query('SELECT reason FROM webhook_deliveries WHERE id = $1', [res.body.deliveryId]);
     expect(rows[0].reason).toBe('task_cancelled');
   });
@@ -80,7 +80,7 @@ describe('Plane work-item lifecycle', () => {
     expect([first.status, retry.status, update.status]).toEqual([202, 200, 200]);
     expect(retry.body).toEqual({ status: 'duplicate', deliveryId: first.body.deliveryId });
     expect(update.body).toMatchObject({ status: 'duplicate', reason: 'task_exists' });
-    const state = await workItemState(item.id, t.config.workspaceRoot);
+    const state = await workItemState(item.id, t.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
   });
@@ -110,7 +110,7 @@ describe('Plane work-item lifecycle', () => {
       item.project,
     ]);
     expect(projects[0].n).toBe(0);
-    expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).tasks).toHaveLength(0);
     const failed = await t.http.get('/api/webhook-deliveries').query({ provider: 'plane', status: 'failed' }).set(auth);
     expect(failed.body.items).toEqual(
       expect.arrayContaining([
@@ -127,7 +127,7 @@ describe('Plane work-item lifecycle', () => {
     expect(replay.body).toMatchObject({ deliveryId, status: 'processed', reason: 'task_created' });
     const again = await t.http.post(`/api/webhook-deliveries/${deliveryId}/replay`).set(auth);
     expect(again.body).toMatchObject({ status: 'duplicate', reason: 'task_exists', taskId: replay.body.taskId });
-    const state = await workItemState(item.id, t.config.workspaceRoot);
+    const state = await workItemState(item.id, t.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.workspaces).toHaveLength(1);

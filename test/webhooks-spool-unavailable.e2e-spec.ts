@@ -54,7 +54,7 @@ describe('Plane deliveries when Postgres hangs, and when Redis is gone too', () 
       fast: true,
     });
     await waitFor(
-      async () => (await workItemState(item.id, t.config.workspaceRoot)).tasks.length === 1,
+      async () => (await workItemState(item.id, t.config.runs.workspaceRoot)).tasks.length === 1,
       30_000,
       'the spooled item to become a task',
     );
@@ -81,6 +81,6 @@ describe('Plane deliveries when Postgres hangs, and when Redis is gone too', () 
       'Postgres and Redis to be back',
     );
     expect(await rowsFor(item)).toBe(0);
-    expect((await workItemState(item.id, t.config.workspaceRoot)).tasks).toHaveLength(0);
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).tasks).toHaveLength(0);
   });
 });

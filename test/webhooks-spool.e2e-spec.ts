@@ -145,7 +145,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     pg.restore();
 
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    const states = await Promise.all(items.map((i) => workItemState(i.id, a.config.workspaceRoot)));
+    const states = await Promise.all(items.map((i) => workItemState(i.id, a.config.runs.workspaceRoot)));
     for (const s of states) {
       expect(s.tasks).toHaveLength(1);
       expect(s.runs).toHaveLength(1);
@@ -155,7 +155,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     await waitFor(() => runIds.every((id) => count(countFile, 'done', id) === 1), 30_000, 'every run to be executed');
     for (const id of runIds) expect(count(countFile, 'start', id)).toBe(1);
     // Deleted after created, as Plane sent them: the task is cancelled, not left open.
-    const deleted = await workItemState(createdThenDeleted.id, a.config.workspaceRoot);
+    const deleted = await workItemState(createdThenDeleted.id, a.config.runs.workspaceRoot);
     expect(deleted.tasks.map((t) => t.status)).toEqual(['cancelled']);
     expect(deleted.runs).toHaveLength(1);
     expect(count(countFile, 'start', deleted.runs[0].id)).toBeLessThanOrEqual(1);
@@ -187,10 +187,10 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     const direct = await deliver(b, v1Body(other, 'created'));
     expect(direct.status).toBe(202);
     expect(direct.body).toEqual({ status: 'accepted', deliveryId: expect.any(String) });
-    expect((await workItemState(spooledItem.id, a.config.workspaceRoot)).tasks).toHaveLength(0);
+    expect((await workItemState(spooledItem.id, a.config.runs.workspaceRoot)).tasks).toHaveLength(0);
     await lock.release();
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    expect((await workItemState(spooledItem.id, a.config.workspaceRoot)).tasks.map((t) => t.status)).toEqual([
+    expect((await workItemState(spooledItem.id, a.config.runs.workspaceRoot)).tasks.map((t) => t.status)).toEqual([
       'cancelled',
     ]);
   });
@@ -223,7 +223,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect(await spoolLength()).toBe(1);
     pg.restore();
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    const state = await workItemState(item.id, a.config.workspaceRoot);
+    const state = await workItemState(item.id, a.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.workspaces).toHaveLength(1);
@@ -253,7 +253,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     expect(answer.body).toEqual(SPOOLED);
     pg.restore();
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    const state = await workItemState(item.id, a.config.workspaceRoot);
+    const state = await workItemState(item.id, a.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     // Finished from the row it had (no second record: Plane sent it once, so no duplicate is counted).
@@ -278,7 +278,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     pg.restore();
     await lock.release();
     await waitFor(async () => (await spoolLength()) === 0, 60_000, 'the spool to drain past the poison entry');
-    expect((await workItemState(item.id, a.config.workspaceRoot)).tasks).toHaveLength(1);
+    expect((await workItemState(item.id, a.config.runs.workspaceRoot)).tasks).toHaveLength(1);
     const dead = await redis.lrange(`${prefix}:plane-spool:dead`, 0, -1);
     expect(dead.map((e) => e.split('\n')[0])).toEqual([poison.id]);
     expect(await metric('dead_lettered')).toBe(1);
@@ -303,7 +303,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     let tasksWhileHeld = 0;
     await waitFor(
       async () => {
-        const tasks = (await workItemState(item.id, a.config.workspaceRoot)).tasks.length;
+        const tasks = (await workItemState(item.id, a.config.runs.workspaceRoot)).tasks.length;
         const held = (await locks.remainingMs(SPOOL_LOCK_KEY)) > 0;
         if (held) tasksWhileHeld = Math.max(tasksWhileHeld, tasks);
         return !held;
@@ -313,7 +313,7 @@ describe('Plane deliveries while Postgres is unreachable', () => {
     );
     expect(tasksWhileHeld).toBe(0);
     await waitFor(async () => (await spoolLength()) === 0, 30_000, 'the spool to drain');
-    const state = await workItemState(item.id, a.config.workspaceRoot);
+    const state = await workItemState(item.id, a.config.runs.workspaceRoot);
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     const { rows } = await db().query('SELECT status FROM webhook_deliveries WHERE dedupe_key = $1', [dedupeKey(body)]);

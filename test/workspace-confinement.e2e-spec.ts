@@ -16,7 +16,7 @@ describe('POST /api/projects: workspacePath confinement', () => {
   let outside: string;
   beforeAll(async () => {
     t = await startApp(testEnv('ws-confine', `${tempDir('ws-confine')}/executions.log`, { APP_ROLE: 'api' }));
-    root = t.config.workspaceRoot;
+    root = t.config.runs.workspaceRoot;
     outside = tempDir('ws-outside');
     symlinkSync(outside, join(root, 'link-out'));
   });

@@ -32,7 +32,7 @@ export class AdminModule {
             // Framing headers and the same-origin check first: they hold for 401 and 503 answers too.
             middleware: [
               adminSecurityMiddleware(),
-              adminAuthMiddleware({ user: config.adminUser, password: config.adminPassword }),
+              adminAuthMiddleware({ user: config.auth.adminUser, password: config.auth.adminPassword }),
             ],
             boardOptions: { uiConfig: { boardTitle: 'onceflow' } },
           }),

@@ -25,7 +25,7 @@ export class ApiKeyGuard implements CanActivate {
     const match = /^Bearer\s+(\S+)$/i.exec(header);
     // Compare against every key (no early exit) so timing does not tell which one nearly matched.
     let ok = false;
-    if (match) for (const key of this.config.apiKeys) ok = safeEqual(match[1], key) || ok;
+    if (match) for (const key of this.config.auth.apiKeys) ok = safeEqual(match[1], key) || ok;
     if (!ok) throw new UnauthorizedException('missing or invalid bearer token');
     return true;
   }

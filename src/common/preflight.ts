@@ -19,19 +19,19 @@ function reason(err: unknown): string {
 
 /** Fails with one clear line naming the service, its address and how to start it. */
 export async function checkServices(config: AppConfig): Promise<void> {
-  const admin = new URL(config.databaseUrl);
+  const admin = new URL(config.database.url);
   admin.pathname = '/postgres';
   const pg = new Client({ connectionString: admin.toString(), connectionTimeoutMillis: 3000 });
   try {
     await pg.connect();
   } catch (err) {
     throw new ServiceUnreachableError(
-      `cannot reach PostgreSQL at ${where(config.databaseUrl)} (${reason(err)}); ${HOW_TO_START}`,
+      `cannot reach PostgreSQL at ${where(config.database.url)} (${reason(err)}); ${HOW_TO_START}`,
     );
   } finally {
     await pg.end().catch(() => undefined);
   }
-  const redis = new Redis(config.redisUrl, {
+  const redis = new Redis(config.redis.url, {
     lazyConnect: true,
     connectTimeout: 3000,
     maxRetriesPerRequest: 0,
@@ -46,7 +46,7 @@ export async function checkServices(config: AppConfig): Promise<void> {
     await redis.ping();
   } catch (err) {
     throw new ServiceUnreachableError(
-      `cannot reach Redis at ${where(config.redisUrl)} (${reason(socketError ?? err)}); ${HOW_TO_START}`,
+      `cannot reach Redis at ${where(config.redis.url)} (${reason(socketError ?? err)}); ${HOW_TO_START}`,
     );
   } finally {
     redis.disconnect();

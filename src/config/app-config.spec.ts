@@ -8,25 +8,27 @@ describe('loadConfig', () => {
     expect(c).toMatchObject({
       role: 'all',
       port: 3000,
-      databaseUrl: 'postgres://postgres@127.0.0.1:5432/onceflow',
-      redisUrl: 'redis://127.0.0.1:6379/0',
-      runTimeoutMs: 3_600_000,
-      runMaxAttempts: 5,
-      workerConcurrency: 4,
-      runLockTtlMs: 30_000,
-      queueLockDurationMs: 30_000,
-      queueStalledIntervalMs: 30_000,
-      runRetryBaseDelayMs: 1000,
-      runRetryMaxDelayMs: 120_000,
-      infraRetryBaseDelayMs: 500,
-      infraRetryMaxDelayMs: 30_000,
-      reconcileIntervalMs: 30_000,
-      notifyRetryBaseDelayMs: 2000,
-      notifyMaxAttempts: 8,
-      planeWebhookSecrets: [],
-      slackWebhookUrl: undefined,
+      database: { url: 'postgres://postgres@127.0.0.1:5432/onceflow', preparedStatements: true },
+      redis: { url: 'redis://127.0.0.1:6379/0', prefix: 'onceflow' },
+      runs: {
+        timeoutMs: 3_600_000,
+        maxAttempts: 5,
+        lockTtlMs: 30_000,
+        retryBaseDelayMs: 1000,
+        retryMaxDelayMs: 120_000,
+      },
+      worker: { concurrency: 4 },
+      queue: {
+        lockDurationMs: 30_000,
+        stalledIntervalMs: 30_000,
+        infraRetryBaseDelayMs: 500,
+        infraRetryMaxDelayMs: 30_000,
+        reconcileIntervalMs: 30_000,
+      },
+      notify: { retryBaseDelayMs: 2000, maxAttempts: 8, slackWebhookUrl: undefined },
+      plane: { webhookSecrets: [] },
     });
-    expect(c.workspaceRoot).toMatch(/workspaces$/);
+    expect(c.runs.workspaceRoot).toMatch(/workspaces$/);
   });
 
   it.each([
@@ -49,9 +51,9 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ NODE_ENV: 'production' }, { apiKey })).toThrow(/API_KEYS is required/);
     expect(() => loadConfig({})).toThrow(/API_KEYS is required/);
     const dev = loadConfig({}, { apiKey });
-    expect(dev.apiKeys).toEqual(['dev_key_0123456789abcdef']);
-    expect(dev.apiKeysGenerated).toBe(true);
-    expect(loadConfig(base, { apiKey }).apiKeysGenerated).toBe(false);
+    expect(dev.auth.apiKeys).toEqual(['dev_key_0123456789abcdef']);
+    expect(dev.auth.apiKeysGenerated).toBe(true);
+    expect(loadConfig(base, { apiKey }).auth.apiKeysGenerated).toBe(false);
   });
 
   describe('development dashboard credentials', () => {
@@ -67,7 +69,7 @@ describe('loadConfig', () => {
       'are generated when ADMIN_USER/ADMIN_PASSWORD are unset and NODE_ENV=%s',
       (NODE_ENV) => {
         const c = loadConfig({ ...base, NODE_ENV }, { admin });
-        expect(c).toMatchObject({
+        expect(c.auth).toMatchObject({
           adminUser: 'admin',
           adminPassword: 'generated-password',
           adminCredentialsGenerated: true,
@@ -78,32 +80,40 @@ describe('loadConfig', () => {
 
     it('are never generated in production: the dashboard stays closed', () => {
       const c = loadConfig({ ...base, NODE_ENV: 'production' }, { admin });
-      expect(c).toMatchObject({ adminUser: undefined, adminPassword: undefined, adminCredentialsGenerated: false });
+      expect(c.auth).toMatchObject({
+        adminUser: undefined,
+        adminPassword: undefined,
+        adminCredentialsGenerated: false,
+      });
       expect(calls).toBe(0);
     });
 
     it('give way to ADMIN_USER/ADMIN_PASSWORD', () => {
       const c = loadConfig({ ...base, ADMIN_USER: 'ops', ADMIN_PASSWORD: 'set-by-operator' }, { admin });
-      expect(c).toMatchObject({ adminUser: 'ops', adminPassword: 'set-by-operator', adminCredentialsGenerated: false });
+      expect(c.auth).toMatchObject({
+        adminUser: 'ops',
+        adminPassword: 'set-by-operator',
+        adminCredentialsGenerated: false,
+      });
       expect(calls).toBe(0);
       expect(() => loadConfig({ ...base, ADMIN_PASSWORD: 'only-half' }, { admin })).toThrow(/must be set together/);
     });
 
     it.each(['worker', 'scheduler'])('are not generated for role %s, which serves no dashboard', (APP_ROLE) => {
-      expect(loadConfig({ ...base, APP_ROLE }, { admin }).adminCredentialsGenerated).toBe(false);
+      expect(loadConfig({ ...base, APP_ROLE }, { admin }).auth.adminCredentialsGenerated).toBe(false);
       expect(calls).toBe(0);
     });
   });
 
   it('splits comma lists and trims them', () => {
     const c = loadConfig({ ...base, PLANE_WEBHOOK_SECRETS: ' a , b,,', PLANE_BOT_ACTOR_IDS: 'x' });
-    expect(c.planeWebhookSecrets).toEqual(['a', 'b']);
-    expect(c.planeBotActorIds).toEqual(['x']);
+    expect(c.plane.webhookSecrets).toEqual(['a', 'b']);
+    expect(c.plane.botActorIds).toEqual(['x']);
   });
 
   it('refuses to pass onceflow credentials or malformed names through to commands', () => {
     expect(
-      loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'OPENAI_API_KEY, GIT_TOKEN' }).orchestratorEnvPassthrough,
+      loadConfig({ ...base, ORCHESTRATOR_ENV_PASSTHROUGH: 'OPENAI_API_KEY, GIT_TOKEN' }).runs.envPassthrough,
     ).toEqual(['OPENAI_API_KEY', 'GIT_TOKEN']);
     for (const name of [
       'API_KEYS',
@@ -119,14 +129,14 @@ describe('loadConfig', () => {
   });
 
   it('reads the LLM cache settings, and refuses an upstream with credentials or a query', () => {
-    expect(loadConfig(base)).toMatchObject({
-      llmOpenaiUpstream: 'https://api.openai.com/v1',
-      llmAnthropicUpstream: 'https://api.anthropic.com',
-      llmCacheScope: 'run',
-      llmCacheTtlMs: 604_800_000,
-      llmCacheMaxBytes: 8_388_608,
+    expect(loadConfig(base).llm).toEqual({
+      openaiUpstream: 'https://api.openai.com/v1',
+      anthropicUpstream: 'https://api.anthropic.com',
+      cacheScope: 'run',
+      cacheTtlMs: 604_800_000,
+      cacheMaxBytes: 8_388_608,
     });
-    expect(loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'http://127.0.0.1:9/v1/' }).llmOpenaiUpstream).toBe(
+    expect(loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'http://127.0.0.1:9/v1/' }).llm.openaiUpstream).toBe(
       'http://127.0.0.1:9/v1',
     );
     expect(() => loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'https://u:p@x.example/v1' })).toThrow(ConfigError);

@@ -4,64 +4,82 @@ export type AppRole = 'api' | 'worker' | 'scheduler' | 'all';
 export type RunExecutorKind = 'shell' | 'noop';
 export type LlmCacheScope = 'run' | 'project' | 'off';
 
-/** The one typed configuration object. Nothing outside src/config reads process.env. */
+/** The one typed configuration object, grouped by concern. Nothing outside src/config reads process.env. */
 export interface AppConfig {
   nodeEnv: string;
   role: AppRole;
   port: number;
-  databaseUrl: string;
-  redisUrl: string;
-  /** Prepare the hot-path statements (off behind a pooler that cannot keep prepared statements). */
-  pgPreparedStatements: boolean;
-  /** Prefix for every Redis key we and Bull write, so test runs and tenants never collide. */
-  redisPrefix: string;
-  apiKeys: string[];
-  /** True when API_KEYS was unset outside production and a development key was generated. */
-  apiKeysGenerated: boolean;
-  adminUser?: string;
-  adminPassword?: string;
-  /** True when ADMIN_USER/ADMIN_PASSWORD were unset outside production and development ones were generated. */
-  adminCredentialsGenerated: boolean;
-  planeWebhookSecrets: string[];
-  planeBotActorIds: string[];
-  planeProjectMaxConcurrentRuns: number;
-  webhookBodyLimitBytes: number;
-  slackWebhookUrl?: string;
-  orchestratorCommand: string;
-  runExecutor: RunExecutorKind;
-  runTimeoutMs: number;
-  runMaxAttempts: number;
-  workerConcurrency: number;
-  workspaceRoot: string;
-  runLockTtlMs: number;
-  queueLockDurationMs: number;
-  queueStalledIntervalMs: number;
-  queueMaxStalledCount: number;
-  runRetryBaseDelayMs: number;
-  runRetryMaxDelayMs: number;
-  /** Backoff after an infrastructure error (Postgres/Redis unreachable, an unexpected throw) in a queue processor or the webhook spool drainer. */
-  infraRetryBaseDelayMs: number;
-  infraRetryMaxDelayMs: number;
-  reconcileIntervalMs: number;
-  notifyRetryBaseDelayMs: number;
-  notifyMaxAttempts: number;
-  idempotencyKeyTtlMs: number;
   logLevel: string;
-  /** Where the worker's caching proxy forwards OpenAI-style and Anthropic-style requests. */
-  llmOpenaiUpstream: string;
-  llmAnthropicUpstream: string;
-  llmCacheScope: LlmCacheScope;
-  llmCacheTtlMs: number;
-  llmCacheMaxBytes: number;
-  /**
-   * Who a run's command runs as: a user name or `uid:gid`, `same` (the worker's own user, with
-   * the risks that brings), or undefined for the default unprivileged user (resolved at start).
-   */
-  runAsUser: string | undefined;
-  /** Names of worker variables a run's command may also see (besides the allow-list). */
-  orchestratorEnvPassthrough: string[];
-  /** Port of the worker's API for its own commands (steps, values, LLM proxy) on 127.0.0.1; 0 = any free one. */
-  workerApiPort: number;
+  database: {
+    url: string;
+    /** Prepare the hot-path statements (off behind a pooler that cannot keep prepared statements). */
+    preparedStatements: boolean;
+  };
+  redis: {
+    url: string;
+    /** Prefix for every Redis key we and Bull write, so test runs and tenants never collide. */
+    prefix: string;
+  };
+  auth: {
+    apiKeys: string[];
+    /** True when API_KEYS was unset outside production and a development key was generated. */
+    apiKeysGenerated: boolean;
+    adminUser?: string;
+    adminPassword?: string;
+    /** True when ADMIN_USER/ADMIN_PASSWORD were unset outside production and development ones were generated. */
+    adminCredentialsGenerated: boolean;
+  };
+  plane: {
+    webhookSecrets: string[];
+    botActorIds: string[];
+    projectMaxConcurrentRuns: number;
+    bodyLimitBytes: number;
+  };
+  notify: {
+    slackWebhookUrl?: string;
+    retryBaseDelayMs: number;
+    maxAttempts: number;
+  };
+  runs: {
+    command: string;
+    executor: RunExecutorKind;
+    timeoutMs: number;
+    maxAttempts: number;
+    lockTtlMs: number;
+    retryBaseDelayMs: number;
+    retryMaxDelayMs: number;
+    workspaceRoot: string;
+    /**
+     * Who a run's command runs as: a user name or `uid:gid`, `same` (the worker's own user, with
+     * the risks that brings), or undefined for the default unprivileged user (resolved at start).
+     */
+    runAsUser: string | undefined;
+    /** Names of worker variables a run's command may also see (besides the allow-list). */
+    envPassthrough: string[];
+    idempotencyKeyTtlMs: number;
+  };
+  worker: {
+    concurrency: number;
+    /** Port of the worker's API for its own commands (steps, values, LLM proxy) on 127.0.0.1; 0 = any free one. */
+    apiPort: number;
+  };
+  queue: {
+    lockDurationMs: number;
+    stalledIntervalMs: number;
+    maxStalledCount: number;
+    /** Backoff after an infrastructure error (Postgres/Redis unreachable, an unexpected throw) in a queue processor or the webhook spool drainer. */
+    infraRetryBaseDelayMs: number;
+    infraRetryMaxDelayMs: number;
+    reconcileIntervalMs: number;
+  };
+  llm: {
+    /** Where the worker's caching proxy forwards OpenAI-style and Anthropic-style requests. */
+    openaiUpstream: string;
+    anthropicUpstream: string;
+    cacheScope: LlmCacheScope;
+    cacheTtlMs: number;
+    cacheMaxBytes: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -203,49 +221,61 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     nodeEnv,
     role,
     port: int(env, 'PORT', 3000, 0, 65535),
-    databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
-    redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
-    pgPreparedStatements: oneOf(env, 'PG_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
-    redisPrefix: str(env, 'REDIS_PREFIX', 'onceflow')!,
-    apiKeys,
-    apiKeysGenerated,
-    adminUser,
-    adminPassword,
-    adminCredentialsGenerated,
-    planeWebhookSecrets: list(env, 'PLANE_WEBHOOK_SECRETS'),
-    planeBotActorIds: list(env, 'PLANE_BOT_ACTOR_IDS'),
-    planeProjectMaxConcurrentRuns: int(env, 'PLANE_PROJECT_MAX_CONCURRENT_RUNS', 1, 1, 10000),
-    webhookBodyLimitBytes: int(env, 'WEBHOOK_BODY_LIMIT_BYTES', 1024 * 1024, 1024),
-    slackWebhookUrl: url(env, 'SLACK_WEBHOOK_URL', undefined, ['http:', 'https:']),
-    orchestratorCommand: str(env, 'ORCHESTRATOR_COMMAND', SAMPLE_ORCHESTRATOR_COMMAND)!,
-    runExecutor: oneOf<RunExecutorKind>(env, 'RUN_EXECUTOR', 'shell', ['shell', 'noop']),
-    runTimeoutMs: int(env, 'RUN_TIMEOUT_MS', 3600000, 100),
-    runMaxAttempts: int(env, 'RUN_MAX_ATTEMPTS', 5, 1, 1000),
-    workerConcurrency,
-    workspaceRoot: resolve(str(env, 'WORKSPACE_ROOT', './workspaces')!),
-    runLockTtlMs,
-    queueLockDurationMs: int(env, 'QUEUE_LOCK_DURATION_MS', 30000, 300),
-    queueStalledIntervalMs: int(env, 'QUEUE_STALLED_INTERVAL_MS', 30000, 100),
-    // Above the concurrency: a frozen worker's idle slots can each re-take a stalled job once
-    // before the live worker sees it (toolchain notes); Postgres decides who really runs it.
-    queueMaxStalledCount: int(env, 'QUEUE_MAX_STALLED_COUNT', workerConcurrency + 2, 1),
-    runRetryBaseDelayMs,
-    runRetryMaxDelayMs,
-    infraRetryBaseDelayMs,
-    infraRetryMaxDelayMs,
-    reconcileIntervalMs: int(env, 'RECONCILE_INTERVAL_MS', 30000, 100),
-    notifyRetryBaseDelayMs: int(env, 'NOTIFY_RETRY_BASE_DELAY_MS', 2000, 1),
-    notifyMaxAttempts: int(env, 'NOTIFY_MAX_ATTEMPTS', 8, 1, 100),
-    idempotencyKeyTtlMs: int(env, 'IDEMPOTENCY_KEY_TTL_MS', 24 * 3600 * 1000, 1000),
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-    llmOpenaiUpstream: upstream(env, 'LLM_OPENAI_UPSTREAM', 'https://api.openai.com/v1'),
-    llmAnthropicUpstream: upstream(env, 'LLM_ANTHROPIC_UPSTREAM', 'https://api.anthropic.com'),
-    llmCacheScope: oneOf<LlmCacheScope>(env, 'LLM_CACHE_SCOPE', 'run', ['run', 'project', 'off']),
-    llmCacheTtlMs: int(env, 'LLM_CACHE_TTL_MS', 7 * 24 * 3600 * 1000, 1000),
-    llmCacheMaxBytes: int(env, 'LLM_CACHE_MAX_BYTES', 8 * 1024 * 1024, 0, 512 * 1024 * 1024),
-    workerApiPort: int(env, 'WORKER_API_PORT', 0, 0, 65535),
-    runAsUser: str(env, 'RUN_AS_USER'),
-    orchestratorEnvPassthrough: passthrough(env),
+    database: {
+      url: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
+      preparedStatements: oneOf(env, 'PG_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
+    },
+    redis: {
+      url: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
+      prefix: str(env, 'REDIS_PREFIX', 'onceflow')!,
+    },
+    auth: { apiKeys, apiKeysGenerated, adminUser, adminPassword, adminCredentialsGenerated },
+    plane: {
+      webhookSecrets: list(env, 'PLANE_WEBHOOK_SECRETS'),
+      botActorIds: list(env, 'PLANE_BOT_ACTOR_IDS'),
+      projectMaxConcurrentRuns: int(env, 'PLANE_PROJECT_MAX_CONCURRENT_RUNS', 1, 1, 10000),
+      bodyLimitBytes: int(env, 'WEBHOOK_BODY_LIMIT_BYTES', 1024 * 1024, 1024),
+    },
+    notify: {
+      slackWebhookUrl: url(env, 'SLACK_WEBHOOK_URL', undefined, ['http:', 'https:']),
+      retryBaseDelayMs: int(env, 'NOTIFY_RETRY_BASE_DELAY_MS', 2000, 1),
+      maxAttempts: int(env, 'NOTIFY_MAX_ATTEMPTS', 8, 1, 100),
+    },
+    runs: {
+      command: str(env, 'ORCHESTRATOR_COMMAND', SAMPLE_ORCHESTRATOR_COMMAND)!,
+      executor: oneOf<RunExecutorKind>(env, 'RUN_EXECUTOR', 'shell', ['shell', 'noop']),
+      timeoutMs: int(env, 'RUN_TIMEOUT_MS', 3600000, 100),
+      maxAttempts: int(env, 'RUN_MAX_ATTEMPTS', 5, 1, 1000),
+      lockTtlMs: runLockTtlMs,
+      retryBaseDelayMs: runRetryBaseDelayMs,
+      retryMaxDelayMs: runRetryMaxDelayMs,
+      workspaceRoot: resolve(str(env, 'WORKSPACE_ROOT', './workspaces')!),
+      runAsUser: str(env, 'RUN_AS_USER'),
+      envPassthrough: passthrough(env),
+      idempotencyKeyTtlMs: int(env, 'IDEMPOTENCY_KEY_TTL_MS', 24 * 3600 * 1000, 1000),
+    },
+    worker: {
+      concurrency: workerConcurrency,
+      apiPort: int(env, 'WORKER_API_PORT', 0, 0, 65535),
+    },
+    queue: {
+      lockDurationMs: int(env, 'QUEUE_LOCK_DURATION_MS', 30000, 300),
+      stalledIntervalMs: int(env, 'QUEUE_STALLED_INTERVAL_MS', 30000, 100),
+      // Above the concurrency: a frozen worker's idle slots can each re-take a stalled job once
+      // before the live worker sees it (toolchain notes); Postgres decides who really runs it.
+      maxStalledCount: int(env, 'QUEUE_MAX_STALLED_COUNT', workerConcurrency + 2, 1),
+      infraRetryBaseDelayMs,
+      infraRetryMaxDelayMs,
+      reconcileIntervalMs: int(env, 'RECONCILE_INTERVAL_MS', 30000, 100),
+    },
+    llm: {
+      openaiUpstream: upstream(env, 'LLM_OPENAI_UPSTREAM', 'https://api.openai.com/v1'),
+      anthropicUpstream: upstream(env, 'LLM_ANTHROPIC_UPSTREAM', 'https://api.anthropic.com'),
+      cacheScope: oneOf<LlmCacheScope>(env, 'LLM_CACHE_SCOPE', 'run', ['run', 'project', 'off']),
+      cacheTtlMs: int(env, 'LLM_CACHE_TTL_MS', 7 * 24 * 3600 * 1000, 1000),
+      cacheMaxBytes: int(env, 'LLM_CACHE_MAX_BYTES', 8 * 1024 * 1024, 0, 512 * 1024 * 1024),
+    },
   };
 }
 

@@ -3,4 +3,4 @@ import { DataSource } from 'typeorm';
 import { configFromProcessEnv } from '../config/env';
 import { dataSourceOptions } from './data-source-options';
 
-export default new DataSource(dataSourceOptions(configFromProcessEnv().databaseUrl, 2));
+export default new DataSource(dataSourceOptions(configFromProcessEnv().database.url, 2));

@@ -12,7 +12,8 @@ import { PgStatements } from './pg-statements';
     {
       provide: PgStatements,
       inject: [getDataSourceToken(), APP_CONFIG],
-      useFactory: (ds: DataSource, config: AppConfig) => new PgStatements(ds, { prepare: config.pgPreparedStatements }),
+      useFactory: (ds: DataSource, config: AppConfig) =>
+        new PgStatements(ds, { prepare: config.database.preparedStatements }),
     },
   ],
   exports: [PgStatements],

@@ -61,10 +61,10 @@ export class HealthController {
   @HealthCheck()
   ready(@Res({ passthrough: true }) res: Response): Promise<HealthCheckResult> {
     return this.check(res, [
-      () => this.probe('postgres', this.config.databaseUrl, () => this.ds.query('SELECT 1')),
-      () => this.probe('redis', this.config.redisUrl, () => this.redis.ping()),
-      () => this.probe(`queue:${RUNS_QUEUE}`, this.config.redisUrl, () => this.runs.getJobCounts()),
-      () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, this.config.redisUrl, () => this.notifications.getJobCounts()),
+      () => this.probe('postgres', this.config.database.url, () => this.ds.query('SELECT 1')),
+      () => this.probe('redis', this.config.redis.url, () => this.redis.ping()),
+      () => this.probe(`queue:${RUNS_QUEUE}`, this.config.redis.url, () => this.runs.getJobCounts()),
+      () => this.probe(`queue:${NOTIFICATIONS_QUEUE}`, this.config.redis.url, () => this.notifications.getJobCounts()),
     ]);
   }
 

@@ -21,13 +21,13 @@ export const WORKER_ID = Symbol('WORKER_ID');
       provide: REDIS_CLIENT,
       inject: [APP_CONFIG],
       useFactory: (config: AppConfig) =>
-        new Redis(config.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true }),
+        new Redis(config.redis.url, { maxRetriesPerRequest: 3, enableAutoPipelining: true }),
     },
     {
       provide: LOCK_SERVICE,
       inject: [REDIS_CLIENT, APP_CONFIG, WORKER_ID],
       useFactory: (redis: Redis, config: AppConfig, workerId: string) =>
-        new LockService(redis, config.redisPrefix, workerId),
+        new LockService(redis, config.redis.prefix, workerId),
     },
     TaskLockService,
     ProcessorGuardCheck,

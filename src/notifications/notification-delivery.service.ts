@@ -46,14 +46,14 @@ export class NotificationDeliveryService {
   ) {}
 
   get leaseMs(): number {
-    return this.config.runLockTtlMs;
+    return this.config.runs.lockTtlMs;
   }
 
   async deliver(notificationId: string, signal?: AbortSignal): Promise<DeliveryResult> {
     // A replica without a URL must not burn the attempts of rows a configured replica wrote.
     if (!this.slack.configured) return { kind: 'skip', reason: 'SLACK_WEBHOOK_URL is not set in this process' };
     if (signal?.aborted) return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'lock lost before the claim' };
-    const max = this.config.notifyMaxAttempts;
+    const max = this.config.notify.maxAttempts;
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
     const keeper = new Heartbeat(
@@ -104,10 +104,10 @@ export class NotificationDeliveryService {
       case 'permanent':
         return this.fail(claim, outcome.error);
       case 'transient': {
-        if (claim.attempts >= this.config.notifyMaxAttempts) return this.fail(claim, outcome.error);
+        if (claim.attempts >= this.config.notify.maxAttempts) return this.fail(claim, outcome.error);
         const delayMs = notificationRetryDelayMs(
           claim.attempts,
-          this.config.notifyRetryBaseDelayMs,
+          this.config.notify.retryBaseDelayMs,
           outcome.retryAfterMs,
         );
         if (!(await this.claims.markRetry(claim, delayMs, outcome.error))) return this.takenOver(claim);

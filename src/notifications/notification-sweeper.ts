@@ -34,8 +34,8 @@ export class NotificationSweeper implements OnModuleInit {
   }
 
   async sweep(): Promise<{ requeued: number; failed: number }> {
-    if (!this.config.slackWebhookUrl) return { requeued: 0, failed: 0 };
-    const max = this.config.notifyMaxAttempts;
+    if (!this.config.notify.slackWebhookUrl) return { requeued: 0, failed: 0 };
+    const max = this.config.notify.maxAttempts;
     const failed = await this.claims.failExhausted(max);
     if (failed > 0) {
       this.metrics.notifications.inc({ outcome: 'failed' }, failed);
@@ -43,7 +43,7 @@ export class NotificationSweeper implements OnModuleInit {
     }
     // A healthy job claims its row within moments of it falling due; one interval of grace
     // keeps the sweeper from shadowing every scheduled retry with a second job.
-    const graceMs = Math.min(this.config.reconcileIntervalMs, 30_000);
+    const graceMs = Math.min(this.config.queue.reconcileIntervalMs, 30_000);
     const lost = await this.claims.lost(graceMs, max, SWEEP_BATCH);
     for (const row of lost) await this.kicker.enqueue(row.id, row.attempts);
     if (lost.length > 0) this.logger.warn({ msg: 'due notifications re-enqueued', count: lost.length });

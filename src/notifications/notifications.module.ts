@@ -14,7 +14,7 @@ import { SlackClient } from './slack.client';
 const slackClient: Provider = {
   provide: SlackClient,
   inject: [APP_CONFIG],
-  useFactory: (config: AppConfig) => new SlackClient(config.slackWebhookUrl),
+  useFactory: (config: AppConfig) => new SlackClient(config.notify.slackWebhookUrl),
 };
 
 /**

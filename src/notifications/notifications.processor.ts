@@ -28,7 +28,7 @@ export class NotificationsProcessor implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    if (!this.config.slackWebhookUrl) {
+    if (!this.config.notify.slackWebhookUrl) {
       // Take no jobs: a replica that has the URL will (rows written here are SKIPPED anyway).
       this.logger.log({ msg: 'SLACK_WEBHOOK_URL is not set: this process delivers no notifications' });
       return;
@@ -36,7 +36,7 @@ export class NotificationsProcessor implements OnModuleInit {
     this.taskLock.process(this.queue, {
       name: 'notifications',
       // Each delivery is one small POST, mostly waiting on the network.
-      concurrency: Math.max(4, this.config.workerConcurrency),
+      concurrency: Math.max(4, this.config.worker.concurrency),
       ttlMs: this.delivery.leaseMs,
       lockKey: (job) => notificationLockKey(job.data.notificationId),
       handler: (job, lease) => this.handle(job, lease),

@@ -13,7 +13,7 @@ import { OutboxWriter } from './outbox.writer';
       provide: OutboxWriter,
       inject: [APP_CONFIG, MetricsService],
       useFactory: (config: AppConfig, metrics: MetricsService) =>
-        new OutboxWriter({ slackConfigured: Boolean(config.slackWebhookUrl) }, metrics),
+        new OutboxWriter({ slackConfigured: Boolean(config.notify.slackWebhookUrl) }, metrics),
     },
   ],
   exports: [OutboxWriter, NotificationKicker],

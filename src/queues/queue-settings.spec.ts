@@ -1,10 +1,10 @@
 import type { AppConfig } from '../config/app-config';
 import { BACKOFF, infraRetryDelayMs, queueOptions } from './queue-settings';
 
-const config = { infraRetryBaseDelayMs: 100, infraRetryMaxDelayMs: 1000 } as AppConfig;
+const queue = { infraRetryBaseDelayMs: 100, infraRetryMaxDelayMs: 1000 } as AppConfig['queue'];
 
 describe('queue backoff', () => {
-  const strategy = queueOptions({ ...config, redisUrl: 'redis://x', redisPrefix: 'p' } as AppConfig).settings!
+  const strategy = queueOptions({ queue, redis: { url: 'redis://x', prefix: 'p' } } as AppConfig).settings!
     .backoffStrategies![BACKOFF] as (attemptsMade: number, err: Error) => number;
 
   it('keeps the delay a RetryLaterError asks for', () => {
@@ -19,6 +19,6 @@ describe('queue backoff', () => {
     expect(max(3)).toBeGreaterThan(200);
     expect(max(40)).toBeLessThanOrEqual(1000);
     expect(max(40)).toBeGreaterThan(800);
-    expect(infraRetryDelayMs(5, config)).toBeGreaterThanOrEqual(1);
+    expect(infraRetryDelayMs(5, queue)).toBeGreaterThanOrEqual(1);
   });
 });

@@ -15,9 +15,9 @@ export const BACKOFF = 'onceflow';
  */
 export function infraRetryDelayMs(
   attemptsMade: number,
-  config: Pick<AppConfig, 'infraRetryBaseDelayMs' | 'infraRetryMaxDelayMs'>,
+  queue: Pick<AppConfig['queue'], 'infraRetryBaseDelayMs' | 'infraRetryMaxDelayMs'>,
 ): number {
-  return Math.max(1, fullJitterDelayMs(attemptsMade, config.infraRetryBaseDelayMs, config.infraRetryMaxDelayMs));
+  return Math.max(1, fullJitterDelayMs(attemptsMade, queue.infraRetryBaseDelayMs, queue.infraRetryMaxDelayMs));
 }
 
 /**
@@ -30,19 +30,19 @@ export function infraRetryDelayMs(
  */
 export function queueOptions(config: AppConfig): QueueOptions {
   return {
-    redis: config.redisUrl,
-    prefix: `${config.redisPrefix}:bull`,
+    redis: config.redis.url,
+    prefix: `${config.redis.prefix}:bull`,
     settings: {
-      lockDuration: config.queueLockDurationMs,
-      lockRenewTime: Math.floor(config.queueLockDurationMs / 2),
-      stalledInterval: config.queueStalledIntervalMs,
-      maxStalledCount: config.queueMaxStalledCount,
+      lockDuration: config.queue.lockDurationMs,
+      lockRenewTime: Math.floor(config.queue.lockDurationMs / 2),
+      stalledInterval: config.queue.stalledIntervalMs,
+      maxStalledCount: config.queue.maxStalledCount,
       drainDelay: 1,
       backoffStrategies: {
         [BACKOFF]: (attemptsMade: number, err: Error & { retryDelayMs?: number }) =>
           typeof err?.retryDelayMs === 'number'
             ? Math.max(1, Math.round(err.retryDelayMs))
-            : infraRetryDelayMs(attemptsMade, config),
+            : infraRetryDelayMs(attemptsMade, config.queue),
       },
     },
     defaultJobOptions: {

@@ -62,15 +62,15 @@ export class RunsModule {
             provide: RUN_EXECUTOR,
             inject: [APP_CONFIG],
             useFactory: (config: AppConfig): RunExecutor => {
-              if (config.runExecutor === 'noop') return new NoopExecutor();
-              const identity = resolveRunIdentity(config.runAsUser);
-              prepareWorkspaceRoot(config.workspaceRoot, identity);
+              if (config.runs.executor === 'noop') return new NoopExecutor();
+              const identity = resolveRunIdentity(config.runs.runAsUser);
+              prepareWorkspaceRoot(config.runs.workspaceRoot, identity);
               const shell = new ShellExecutor(
-                config.orchestratorCommand,
+                config.runs.command,
                 processEnvironment(),
                 identity,
-                config.workspaceRoot,
-                config.orchestratorEnvPassthrough,
+                config.runs.workspaceRoot,
+                config.runs.envPassthrough,
               );
               // Booted with the worker, not on its first command's path.
               shell.watchdog.start();

@@ -37,7 +37,7 @@ export class ScheduledTasks implements OnApplicationBootstrap, OnApplicationShut
 
   onApplicationBootstrap(): void {
     if (!roleRunsScheduler(this.config.role)) return;
-    const timer = setInterval(() => void this.tick(), this.config.reconcileIntervalMs);
+    const timer = setInterval(() => void this.tick(), this.config.queue.reconcileIntervalMs);
     timer.unref();
     this.registry.addInterval('onceflow-scheduled-tasks', timer);
   }
@@ -61,7 +61,7 @@ export class ScheduledTasks implements OnApplicationBootstrap, OnApplicationShut
     if (!task) throw new Error(`no scheduled task ${name}`);
     if (this.running.has(name)) return 'busy';
     const lock = await this.locks
-      .acquire(`scheduler:${name}`, Math.max(this.config.reconcileIntervalMs * 2, 5000))
+      .acquire(`scheduler:${name}`, Math.max(this.config.queue.reconcileIntervalMs * 2, 5000))
       .catch(() => null);
     if (!lock) return 'busy';
     this.running.add(name);

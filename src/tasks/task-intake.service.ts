@@ -75,9 +75,9 @@ export class TaskIntakeService {
       const created = await this.ds.transaction(async (em) => {
         const { projectId, taskId } = await this.insertTask(em, item);
         if (!taskId) return null; // a concurrent intake committed it first: it owns workspace and run
-        workspace = join(this.config.workspaceRoot, projectId, 'tasks', taskId);
+        workspace = join(this.config.runs.workspaceRoot, projectId, 'tasks', taskId);
         // Never through a symlink a command of this project could have planted below the root.
-        await ensureWorkspace(this.config.workspaceRoot, workspace);
+        await ensureWorkspace(this.config.runs.workspaceRoot, workspace);
         const run = await this.runs.createInTx(em, {
           projectId,
           taskId,
@@ -111,7 +111,7 @@ export class TaskIntakeService {
   ): Promise<{ projectId: string; taskId: string | null }> {
     const ref = { provider: item.provider, ...item.project };
     const task = taskFields(item);
-    const root = this.config.workspaceRoot;
+    const root = this.config.runs.workspaceRoot;
     const first = await this.tasks.insertWithProject(em, root, ref, task);
     if (first.projectId) return { projectId: first.projectId, taskId: first.taskId };
     const project = await this.tasks.ensureProject(em, root, ref);

@@ -71,7 +71,7 @@ export class PlaneEventHandler {
 
   private async decide(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
     // Our own bot's edits come back as events; acting on them would start loops.
-    if (e.actorId !== null && this.config.planeBotActorIds.includes(e.actorId)) {
+    if (e.actorId !== null && this.config.plane.botActorIds.includes(e.actorId)) {
       this.metrics.duplicate('self_actor');
       return this.settle(deliveryId, { status: DeliveryStatus.IGNORED, reason: 'self_actor' });
     }
@@ -94,7 +94,7 @@ export class PlaneEventHandler {
         project: {
           externalId: e.projectId!,
           name: `Plane ${e.projectId}`,
-          maxConcurrentRuns: this.config.planeProjectMaxConcurrentRuns,
+          maxConcurrentRuns: this.config.plane.projectMaxConcurrentRuns,
         },
         title: e.title,
         url: e.url,

@@ -53,7 +53,7 @@ export class PlaneIntakeService {
   ) {}
 
   async receive(req: PlaneRequest): Promise<IntakeAnswer> {
-    if (this.config.planeWebhookSecrets.length === 0) {
+    if (this.config.plane.webhookSecrets.length === 0) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'unconfigured' });
       throw new WebhooksError(
         WebhooksErrorCode.NOT_CONFIGURED,
@@ -65,7 +65,7 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw new WebhooksError(WebhooksErrorCode.NOT_JSON, 'body must be JSON sent as application/json');
     }
-    if (!verifyPlaneSignature(rawBody, req.signature, this.config.planeWebhookSecrets)) {
+    if (!verifyPlaneSignature(rawBody, req.signature, this.config.plane.webhookSecrets)) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'rejected' });
       throw new WebhooksError(WebhooksErrorCode.BAD_SIGNATURE, 'missing or invalid X-Plane-Signature');
     }

@@ -45,7 +45,7 @@ export class PlaneSpoolDrainer implements OnApplicationBootstrap, BeforeApplicat
   ) {}
 
   onApplicationBootstrap(): void {
-    if (this.config.planeWebhookSecrets.length > 0) this.schedule(0);
+    if (this.config.plane.webhookSecrets.length > 0) this.schedule(0);
   }
 
   async beforeApplicationShutdown(): Promise<void> {
@@ -73,7 +73,11 @@ export class PlaneSpoolDrainer implements OnApplicationBootstrap, BeforeApplicat
       this.failures++;
       return Math.max(
         10,
-        fullJitterDelayMs(this.failures, this.config.infraRetryBaseDelayMs, this.config.infraRetryMaxDelayMs),
+        fullJitterDelayMs(
+          this.failures,
+          this.config.queue.infraRetryBaseDelayMs,
+          this.config.queue.infraRetryMaxDelayMs,
+        ),
       );
     }
     this.failures = 0;

@@ -80,7 +80,7 @@ export class PlaneSpool {
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    const base = `${config.redisPrefix}:plane-spool`;
+    const base = `${config.redis.prefix}:plane-spool`;
     this.keys = {
       entries: `${base}:entries`,
       items: `${base}:items`,

@@ -75,7 +75,7 @@ export class IdempotencyService {
   /** null = the key is ours to do the work; otherwise the answer to give. */
   private async claim(key: string, print: string): Promise<StoredAnswer | null> {
     for (let i = 0; i < 3; i++) {
-      if (await this.keys.claimInFlight(key, print, this.config.idempotencyKeyTtlMs)) return null;
+      if (await this.keys.claimInFlight(key, print, this.config.runs.idempotencyKeyTtlMs)) return null;
       const row = await this.keys.find(key, ABANDONED_AFTER_MS);
       if (!row) continue; // deleted in between: try the insert again
       if (row.expired || row.abandoned) {

@@ -69,21 +69,21 @@ export class LlmProxy {
     rest: string,
   ): Promise<void> {
     const target = upstreamUrl(
-      provider === 'openai' ? this.config.llmOpenaiUpstream : this.config.llmAnthropicUpstream,
+      provider === 'openai' ? this.config.llm.openaiUpstream : this.config.llm.anthropicUpstream,
       rest,
     );
     if (!target) return fail(res, 400, 'onceflow: this path does not map to the configured upstream');
     const body = await readBody(req, MAX_REQUEST_BYTES);
     if (!body) return fail(res, 413, `onceflow: request body over ${MAX_REQUEST_BYTES} bytes`);
     const key =
-      req.method === 'POST' && this.config.llmCacheScope !== 'off'
+      req.method === 'POST' && this.config.llm.cacheScope !== 'off'
         ? requestKey(provider, target.path, body)
         : undefined;
     if (!key) {
       this.metrics.llmCache.inc({ provider, result: 'miss' });
       return this.forward(req, res, grant, provider, target.url, body);
     }
-    const scope = this.config.llmCacheScope === 'project' ? `project:${grant.projectId}` : `run:${grant.runId}`;
+    const scope = this.config.llm.cacheScope === 'project' ? `project:${grant.projectId}` : `run:${grant.runId}`;
     const flightKey = `${scope}|${key.hash}`;
     const current = this.flights.get(flightKey);
     if (current?.joinable) {
@@ -93,7 +93,7 @@ export class LlmProxy {
       return this.serve(res, current, result);
     }
     // Registered before any await: an identical request arriving meanwhile joins this one.
-    const flight = new Flight(Math.max(this.config.llmCacheMaxBytes, 1));
+    const flight = new Flight(Math.max(this.config.llm.cacheMaxBytes, 1));
     this.flights.set(flightKey, flight);
     const served = this.serve(res, flight, 'miss');
     try {
@@ -119,7 +119,7 @@ export class LlmProxy {
         head.status >= 200 &&
         head.status < 300 &&
         answer &&
-        answer.length <= this.config.llmCacheMaxBytes &&
+        answer.length <= this.config.llm.cacheMaxBytes &&
         !encoded(head)
       ) {
         const stored = await this.cache.store(grant, {
@@ -130,7 +130,7 @@ export class LlmProxy {
           status: head.status,
           contentType: headerString(head.headers['content-type']),
           body: answer,
-          ttlMs: this.config.llmCacheTtlMs,
+          ttlMs: this.config.llm.cacheTtlMs,
         });
         if (!stored)
           this.logger.warn({

@@ -36,7 +36,7 @@ export class ProjectsService {
         await mkdir(project.workspacePath, { recursive: true });
         // Made now, by us: a project-level run's command will own <root>/<id> and could not make
         // it later — nor must it be able to decide what `tasks` is.
-        await mkdir(join(this.config.workspaceRoot, project.id, 'tasks'), { recursive: true });
+        await mkdir(join(this.config.runs.workspaceRoot, project.id, 'tasks'), { recursive: true });
         return project;
       });
     } catch (err) {
@@ -54,7 +54,7 @@ export class ProjectsService {
     return this.projects.insert(em, {
       id,
       name: input.name,
-      workspacePath: workspacePath ?? join(this.config.workspaceRoot, id),
+      workspacePath: workspacePath ?? join(this.config.runs.workspaceRoot, id),
       maxConcurrentRuns: input.maxConcurrentRuns ?? 1,
       externalProvider: input.externalProvider ?? null,
       externalId: input.externalId ?? null,
@@ -67,7 +67,7 @@ export class ProjectsService {
    * project's files; 400 otherwise, before anything is written.
    */
   private async claimWorkspace(em: EntityManager, requested: string): Promise<string> {
-    const root = this.config.workspaceRoot;
+    const root = this.config.runs.workspaceRoot;
     const path = await confineToRoot(root, requested);
     const taken = await this.projects.lockAndFindOverlap(em, path, join(root, '/'));
     if (taken) {

@@ -41,7 +41,7 @@ export class WorkerApiServer implements OnModuleInit, OnApplicationShutdown {
     this.server = server;
     this.listening = new Promise<string>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.config.workerApiPort, '127.0.0.1', () =>
+      server.listen(this.config.worker.apiPort, '127.0.0.1', () =>
         resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
       );
     });

@@ -27,7 +27,7 @@ export class RunClaimService {
   async claim(runId: string, redisToken: number, owner: string, workerId: string): Promise<ClaimResult> {
     // The claim's round trip inlines the run id as a literal: escaped, and a UUID anyway.
     if (!isUUID(runId)) return { kind: 'skip', reason: 'run not found' };
-    const claimed = await this.runs.claim(runId, { redisToken, owner, leaseMs: this.config.runLockTtlMs, workerId });
+    const claimed = await this.runs.claim(runId, { redisToken, owner, leaseMs: this.config.runs.lockTtlMs, workerId });
     if (!claimed) return this.whyNot(runId);
     const { project_name: name, project_workspace_path: workspace_path, ...run } = claimed;
     return { kind: 'claimed', run, project: { id: run.project_id, name, workspace_path } };

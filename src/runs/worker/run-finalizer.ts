@@ -58,7 +58,7 @@ export class RunFinalizer {
         retryable: isTransientDbError,
         firstDelayMs: 50,
         maxDelayMs: 5000,
-        deadline: Date.now() + Math.max(10 * 60_000, this.config.runLockTtlMs * 10),
+        deadline: Date.now() + Math.max(10 * 60_000, this.config.runs.lockTtlMs * 10),
         onRetry: (err, delay) =>
           this.logger.warn({
             msg: 'finalize failed on a connection error; retrying',

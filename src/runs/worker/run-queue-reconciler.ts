@@ -36,7 +36,7 @@ export class RunQueueReconciler implements OnModuleInit {
   }
 
   async reconcileQueue(): Promise<{ requeued: number }> {
-    const graceMs = Math.max(2 * this.config.reconcileIntervalMs, 2000);
+    const graceMs = Math.max(2 * this.config.queue.reconcileIntervalMs, 2000);
     let requeued = 0;
     for (const run of await this.runs.findWaiting(graceMs, BATCH)) {
       const job = await this.queue.getJob(runJobId(run.id, run.dispatch_generation));

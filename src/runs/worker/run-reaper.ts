@@ -42,7 +42,7 @@ export class RunReaper implements OnModuleInit {
     let failed = 0;
     for (const run of await this.runs.findExpiredLeases(BATCH)) {
       if ((await this.locks.remainingMs(runLockKey(run.id))) > 0) continue; // a holder is alive
-      const spent = run.attempts >= this.config.runMaxAttempts;
+      const spent = run.attempts >= this.config.runs.maxAttempts;
       // A FAILED run is announced like any other: the outbox row is part of the transition's statement.
       const outbox = spent
         ? this.outbox.cte(

@@ -48,8 +48,8 @@ export class RunProcessor implements OnModuleInit {
   onModuleInit(): void {
     this.taskLock.process(this.queue, {
       name: 'runs',
-      concurrency: this.config.workerConcurrency,
-      ttlMs: this.config.runLockTtlMs,
+      concurrency: this.config.worker.concurrency,
+      ttlMs: this.config.runs.lockTtlMs,
       lockKey: (job) => runLockKey(job.data.runId),
       handler: (job, lease) => this.handle(job, lease),
     });
@@ -74,9 +74,9 @@ export class RunProcessor implements OnModuleInit {
       return true;
     });
     // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
-    lease.onBeat(() => this.runs.extendLease(runId, token, this.config.runLockTtlMs));
+    lease.onBeat(() => this.runs.extendLease(runId, token, this.config.runs.lockTtlMs));
     const workspace = run.task_id
-      ? join(this.config.workspaceRoot, project.id, 'tasks', run.task_id)
+      ? join(this.config.runs.workspaceRoot, project.id, 'tasks', run.task_id)
       : project.workspace_path;
     this.logger.log({ msg: 'run started', runId, jobId: job.id, attempt: run.attempts, fencingToken: token });
     // The command's credential lives exactly as long as this attempt's lease.
@@ -103,9 +103,9 @@ export class RunProcessor implements OnModuleInit {
           taskId: run.task_id,
           workspace,
           idempotencyKey: `onceflow-run-${runId}`,
-          timeoutMs: this.config.runTimeoutMs,
+          timeoutMs: this.config.runs.timeoutMs,
           // A fifth of the TTL is the watchdog's time to notice and kill before the lock can lapse.
-          guardUntil: () => lease.validUntil - Math.ceil(this.config.runLockTtlMs * 0.2),
+          guardUntil: () => lease.validUntil - Math.ceil(this.config.runs.lockTtlMs * 0.2),
           keepAlive: (p) => (ping = p),
           runApi: access?.runApi,
         },
@@ -135,11 +135,11 @@ export class RunProcessor implements OnModuleInit {
       result,
       a.attempt,
       {
-        maxAttempts: this.config.runMaxAttempts,
-        retryBaseDelayMs: this.config.runRetryBaseDelayMs,
-        retryMaxDelayMs: this.config.runRetryMaxDelayMs,
-        timeoutMs: this.config.runTimeoutMs,
-        lockTtlMs: this.config.runLockTtlMs,
+        maxAttempts: this.config.runs.maxAttempts,
+        retryBaseDelayMs: this.config.runs.retryBaseDelayMs,
+        retryMaxDelayMs: this.config.runs.retryMaxDelayMs,
+        timeoutMs: this.config.runs.timeoutMs,
+        lockTtlMs: this.config.runs.lockTtlMs,
       },
       cause,
       stats,
@@ -183,7 +183,7 @@ export class RunProcessor implements OnModuleInit {
     }
     // Without a Slack URL the row is SKIPPED and no process takes notification jobs: a kick would
     // only leave a job nobody ever consumes.
-    if (finalized.notificationId && this.config.slackWebhookUrl)
+    if (finalized.notificationId && this.config.notify.slackWebhookUrl)
       await this.kicker.kick(finalized.notificationId).catch(() => undefined);
     this.logger.log({ msg: 'run finished attempt', runId, jobId: a.job.id, attempt: a.attempt, status: to, reason });
     if (to === RunStatus.RETRYING) throw new RetryLaterError(delayMs, reason);
