@@ -11,8 +11,9 @@ import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
 import { MetricsService } from '../../metrics/metrics.service';
 import type { AttemptGrant } from '../steps/run-attempts';
-import { Flight, FlightHead, FlightSink } from './flight';
+import { Flight, FlightSink } from './flight';
 import { LlmCacheRepository } from './llm-cache.repository';
+import { answerHeaders, encoded, fail, headerString, HOP_BY_HOP, readBody, upstreamUrl } from './proxy-http';
 import { LlmProvider, requestKey } from './request-key';
 
 /** A request body larger than this is refused (413): no LLM request is near it. */
@@ -20,22 +21,6 @@ const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 /** An upstream silent for this long is given up (streamed answers send something every few seconds). */
 const UPSTREAM_IDLE_MS = 10 * 60_000;
 export const CACHE_HEADER = 'x-onceflow-cache';
-
-/** Headers that belong to one connection, not to the request or answer (RFC 9110 §7.6.1), and ours. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'host',
-  'content-length',
-  'accept-encoding',
-]);
 
 type CacheResult = 'hit' | 'miss' | 'coalesced';
 
@@ -269,70 +254,4 @@ export class LlmProxy {
     up.end(body);
     return up;
   }
-}
-
-/**
- * The upstream URL for a proxy path, or undefined when the path could leave the configured base
- * (`..` segments, encoded or not, another host): only the configured upstreams are ever contacted.
- */
-export function upstreamUrl(base: string, rest: string): { url: URL; path: string } | undefined {
-  if (!rest.startsWith('/') || rest.includes('\\') || rest.startsWith('//')) return undefined;
-  const q = rest.indexOf('?');
-  const path = q === -1 ? rest : rest.slice(0, q);
-  // Encoded dots and slashes could be decoded into `..` by a server behind the upstream.
-  if (/%2e|%2f|%5c/i.test(path)) return undefined;
-  let url: URL;
-  try {
-    url = new URL(base + rest);
-  } catch {
-    return undefined;
-  }
-  const b = new URL(base);
-  const prefix = b.pathname.replace(/\/+$/, '');
-  if (url.origin !== b.origin || (prefix && url.pathname !== prefix && !url.pathname.startsWith(`${prefix}/`)))
-    return undefined;
-  if (url.pathname !== `${prefix}${path}`) return undefined; // the URL parser rewrote it (dot segments)
-  return { url, path };
-}
-
-function answerHeaders(h: FlightHead): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(h.headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || name === 'set-cookie') continue;
-    out[name] = value;
-  }
-  return out;
-}
-
-function encoded(h: FlightHead): boolean {
-  const enc = headerString(h.headers['content-encoding']);
-  return !!enc && enc !== 'identity';
-}
-
-function headerString(v: string | string[] | undefined): string | null {
-  return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
-}
-
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    let over = false;
-    req.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > limit) over = true;
-      else chunks.push(c);
-    });
-    req.once('end', () => resolve(over ? undefined : Buffer.concat(chunks, n)));
-    req.once('error', reject);
-  });
-}
-
-export function fail(res: ServerResponse, status: number, message: string): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const json = JSON.stringify({ error: { message, type: 'onceflow_error' } });
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(json);
 }
