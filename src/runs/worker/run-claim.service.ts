@@ -33,6 +33,11 @@ export class RunClaimService {
     return { kind: 'claimed', run, project: { id: run.project_id, name, workspace_path } };
   }
 
+  /** Extends the claim's lease while the attempt runs; false: cancelled or fenced out (stop). */
+  extendLease(runId: string, fencingToken: string): Promise<boolean> {
+    return this.runs.extendLease(runId, fencingToken, this.config.runs.lockTtlMs);
+  }
+
   private async whyNot(runId: string): Promise<ClaimResult> {
     const r = await this.runs.leaseState(runId);
     if (!r) return { kind: 'skip', reason: 'run not found' };

@@ -19,7 +19,6 @@ import { CommandAccess, CommandAccessHandle, describeStats } from '../steps/comm
 import { RunClaimService } from './run-claim.service';
 import { RunFinalizer } from './run-finalizer';
 import { decideOutcome } from './run-outcome';
-import { RunWorkerRepository } from './run-worker.repository';
 
 export type RunJobOutcome = 'succeeded' | 'failed' | 'fenced' | `skipped: ${string}`;
 
@@ -38,7 +37,6 @@ export class RunProcessor implements OnModuleInit {
     private readonly finalizer: RunFinalizer,
     private readonly kicker: NotificationKicker,
     private readonly metrics: MetricsService,
-    private readonly runs: RunWorkerRepository,
     @Inject(RUN_EXECUTOR) private readonly executor: RunExecutor,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(WORKER_ID) private readonly workerId: string,
@@ -74,7 +72,7 @@ export class RunProcessor implements OnModuleInit {
       return true;
     });
     // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
-    lease.onBeat(() => this.runs.extendLease(runId, token, this.config.runs.lockTtlMs));
+    lease.onBeat(() => this.claims.extendLease(runId, token));
     const workspace = run.task_id
       ? join(this.config.runs.workspaceRoot, project.id, 'tasks', run.task_id)
       : project.workspace_path;
