@@ -14,6 +14,7 @@ import { IdempotencyService } from './idempotency/idempotency.service';
 import { ProjectsController } from './projects.controller';
 import { ProjectsService } from './projects.service';
 import { RunTransitionsRepository } from './run-transitions.repository';
+import { FinalizeBatch } from './worker/finalize-batch';
 import { RunClaimService } from './worker/run-claim.service';
 import { RunFinalizer } from './worker/run-finalizer';
 import { RunQueueReconciler } from './worker/run-queue-reconciler';
@@ -53,6 +54,7 @@ export class RunsModule {
     const worker = roleRunsWorkers(role)
       ? [
           RunClaimService,
+          FinalizeBatch,
           RunFinalizer,
           RunProcessor,
           ...COMMAND_API,
