@@ -45,6 +45,12 @@ export class MetricsService {
     labelNames: ['to'] as const,
     registers: [this.registry],
   });
+  readonly finalizeBatchSize = new Histogram({
+    name: 'onceflow_finalize_batch_size',
+    help: 'Finalizes written by one statement (group commit of the finalizes a worker makes at once)',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
   readonly runDuration = new Histogram({
     name: 'onceflow_run_duration_seconds',
     help: 'Duration of one run attempt (command execution)',

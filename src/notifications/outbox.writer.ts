@@ -19,7 +19,7 @@ export interface OutboxMessage {
 
 const COLUMNS = '(run_id, event_type, channel, status, message, last_error)';
 // A duplicate finalize adds nothing.
-const ON_CONFLICT = `ON CONFLICT ON CONSTRAINT ${UQ_NOTIFICATION_LOGS_RUN_EVENT} DO NOTHING RETURNING id`;
+const ON_CONFLICT = `ON CONFLICT ON CONSTRAINT ${UQ_NOTIFICATION_LOGS_RUN_EVENT} DO NOTHING`;
 
 /**
  * Writes the outbox row in the same transaction as the run's terminal transition, so the promise
@@ -35,7 +35,7 @@ export class OutboxWriter {
 
   async add(em: EntityManager, msg: OutboxMessage, channel: NotificationChannel = 'slack'): Promise<string | null> {
     const rows: Array<{ id: string }> = await em.query(
-      `INSERT INTO notification_logs ${COLUMNS} VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::jsonb, $6::text) ${ON_CONFLICT}`,
+      `INSERT INTO notification_logs ${COLUMNS} VALUES ($1::uuid, $2::text, $3::text, $4::text, $5::jsonb, $6::text) ${ON_CONFLICT} RETURNING id`,
       [msg.runId, ...Object.values(this.values(msg, channel))],
     );
     const id = rows[0]?.id ?? null;
@@ -53,9 +53,29 @@ export class OutboxWriter {
         INSERT INTO notification_logs ${COLUMNS}
         SELECT ${source}.id, :outboxEventType::text, :outboxChannel::text, :outboxStatus::text, :outboxMessage::jsonb, :outboxLastError::text
           FROM ${source}
-        ${ON_CONFLICT}
+        ${ON_CONFLICT} RETURNING id
       )`;
     return { text, values: this.values(msg, channel) };
+  }
+
+  /**
+   * cte() for a statement that finalizes many runs: `source` yields, per run whose transition
+   * happened, its `id`, `event_type` (null: no notification) and `message` (jsonb, see message()).
+   * The CTE returns `id` and `run_id` of each row it wrote.
+   */
+  batchCte(source: string, channel: NotificationChannel = 'slack'): NamedStatement {
+    const text = `outbox AS (
+        INSERT INTO notification_logs ${COLUMNS}
+        SELECT ${source}.id, ${source}.event_type, :outboxChannel::text, :outboxStatus::text, ${source}.message, :outboxLastError::text
+          FROM ${source} WHERE ${source}.event_type IS NOT NULL
+        ${ON_CONFLICT} RETURNING id, run_id
+      )`;
+    return { text, values: this.delivery(channel) };
+  }
+
+  /** The stored message of an outbox row (its `message` column). */
+  message(msg: Pick<OutboxMessage, 'text' | 'blocks'>): string {
+    return JSON.stringify({ text: msg.text, blocks: msg.blocks });
   }
 
   /** The id of the run's newest outbox row, to settle a finalize whose commit answer was lost. */
@@ -77,15 +97,22 @@ export class OutboxWriter {
   }
 
   private values(msg: Omit<OutboxMessage, 'runId'>, channel: NotificationChannel) {
+    const { outboxChannel, outboxStatus, outboxLastError } = this.delivery(channel);
+    // In add()'s column order.
+    return {
+      outboxEventType: msg.eventType,
+      outboxChannel,
+      outboxStatus,
+      outboxMessage: this.message(msg),
+      outboxLastError,
+    };
+  }
+
+  /** The values every row of a channel shares. */
+  private delivery(channel: NotificationChannel) {
     // Without a Slack URL the row is still written (SKIPPED) so an operator sees why nothing went out.
     const status = this.channels.slackConfigured ? NotificationStatus.PENDING : NotificationStatus.SKIPPED;
     const lastError = status === NotificationStatus.SKIPPED ? 'SLACK_WEBHOOK_URL is not set' : null;
-    return {
-      outboxEventType: msg.eventType,
-      outboxChannel: channel,
-      outboxStatus: status,
-      outboxMessage: JSON.stringify({ text: msg.text, blocks: msg.blocks }),
-      outboxLastError: lastError,
-    };
+    return { outboxChannel: channel, outboxStatus: status, outboxLastError: lastError };
   }
 }

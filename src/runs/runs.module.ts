@@ -15,6 +15,7 @@ import { ProjectsController } from './projects/projects.controller';
 import { ProjectsRepository } from './projects/projects.repository';
 import { ProjectsService } from './projects/projects.service';
 import { RunTransitionsRepository } from './run-transitions.repository';
+import { FinalizeBatch } from './worker/finalize-batch';
 import { RunClaimService } from './worker/run-claim.service';
 import { RunFinalizer } from './worker/run-finalizer';
 import { RunQueueReconciler } from './worker/run-queue-reconciler';
@@ -55,6 +56,7 @@ export class RunsModule {
     const worker = roleRunsWorkers(role)
       ? [
           RunClaimService,
+          FinalizeBatch,
           RunFinalizer,
           RunProcessor,
           ...COMMAND_API,

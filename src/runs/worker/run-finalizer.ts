@@ -10,6 +10,7 @@ import { NotificationEventType } from '../../notifications/notification-log.enti
 import { OutboxWriter } from '../../notifications/outbox.writer';
 import { RunStatus } from '../run-status';
 import { RunRow } from '../run-transitions.repository';
+import { FinalizeBatch } from './finalize-batch';
 import { renderText } from './run-message';
 import { RunWorkerRepository } from './run-worker.repository';
 
@@ -41,6 +42,7 @@ export class RunFinalizer {
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
     private readonly runs: RunWorkerRepository,
+    private readonly batch: FinalizeBatch,
     private readonly outbox: OutboxWriter,
     private readonly metrics: MetricsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -71,27 +73,31 @@ export class RunFinalizer {
   }
 
   /**
-   * ONE statement (autocommit, prepared): the fenced transition, its run_events row and, for a
-   * terminal outcome, the outbox row — all or nothing, in one round trip.
+   * ONE statement (autocommit, prepared), shared with the finalizes this process makes at the same
+   * moment (FinalizeBatch): the fenced transition, its run_events row and, for a terminal outcome,
+   * the outbox row — all or nothing, in one round trip.
    */
   private async writeOnce(req: FinalizeRequest): Promise<FinalizeResult> {
     const terminal = req.to !== RunStatus.RETRYING;
     const eventType: NotificationEventType = req.to === RunStatus.SUCCESS ? 'run.succeeded' : 'run.failed';
-    const outbox = terminal
-      ? this.outbox.cte({ eventType, text: renderText(req.runId, req.projectName, req.to, req.requirement) }, 'upd')
-      : null;
-    const row = await this.runs.finalize(req.runId, {
+    const row = await this.batch.write({
+      runId: req.runId,
       to: req.to,
       fencingToken: req.token,
       outputTail: req.outputTail,
       lastError: req.lastError,
       reason: req.reason,
       workerId: req.workerId,
-      outbox,
+      outbox: terminal
+        ? {
+            eventType,
+            message: this.outbox.message({ text: renderText(req.runId, req.projectName, req.to, req.requirement) }),
+          }
+        : null,
     });
     if (!row) return { kind: 'fenced' };
     const notificationId = row.notification_id ?? null;
-    if (outbox) this.outbox.written(notificationId);
+    if (terminal) this.outbox.written(notificationId);
     delete row.notification_id;
     return { kind: 'written', row, notificationId };
   }

@@ -1,9 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import type { NamedStatement } from '../../database/named-params';
+import { bindNamed, mergeValues, NamedStatement } from '../../database/named-params';
 import { PgStatements } from '../../database/pg-statements';
 import { queryRows } from '../../database/query-rows';
+import type { NotificationEventType } from '../../notifications/notification-log.entity';
+import { OutboxWriter } from '../../notifications/outbox.writer';
+import { assertTransitions } from '../run-state-machine';
 import { RunStatus } from '../run-status';
 import { RunRow, RunTransitionsRepository, TransitionSpec } from '../run-transitions.repository';
 
@@ -19,14 +22,15 @@ export interface ClaimRequest {
 }
 
 export interface FinalizeWrite {
+  runId: string;
   to: RunStatus.SUCCESS | RunStatus.FAILED | RunStatus.RETRYING;
   fencingToken: string;
   outputTail: string;
   lastError: string | null;
   reason: string;
   workerId: string;
-  /** The outbox row's CTE (OutboxWriter.cte over `upd`) for a terminal outcome. */
-  outbox: NamedStatement | null;
+  /** The outbox row of a terminal outcome: its event type and stored message (OutboxWriter.message). */
+  outbox: { eventType: NotificationEventType; message: string } | null;
 }
 
 export interface LostRun {
@@ -46,6 +50,7 @@ export class RunWorkerRepository {
     @InjectDataSource() private readonly ds: DataSource,
     private readonly statements: PgStatements,
     private readonly transitions: RunTransitionsRepository,
+    private readonly outbox: OutboxWriter,
   ) {}
 
   /**
@@ -108,25 +113,54 @@ export class RunWorkerRepository {
     return rows.length > 0;
   }
 
-  /** RUNNING → the attempt's outcome, fenced by the token, with the outbox row when terminal. */
-  async finalize(runId: string, w: FinalizeWrite): Promise<FinalizedRow | null> {
-    const terminal = w.to !== RunStatus.RETRYING;
-    return this.transitions.transition<FinalizedRow>(runId, {
-      to: w.to,
-      from: [RunStatus.RUNNING],
-      fencingToken: w.fencingToken,
-      set: [
-        'output_tail = :outputTail',
-        'last_error = :lastError',
-        'lease_owner = NULL',
-        'lease_expires_at = NULL',
-        terminal ? 'finished_at = now()' : 'finished_at = NULL',
-      ],
-      values: { outputTail: w.outputTail, lastError: w.lastError },
-      ...(w.outbox ? withOutboxRow(w.outbox) : {}),
-      reason: w.reason,
-      workerId: w.workerId,
-    });
+  /**
+   * RUNNING → each attempt's outcome, for many runs in ONE statement (autocommit, prepared): per
+   * run the same fenced, conditional transition as transition() makes, its run_events row and, when
+   * terminal, its outbox row. Rows are locked in id order, so two batches cannot deadlock. Answers
+   * the rows written; a run missing from them was fenced out. Each run at most once per batch.
+   */
+  async finalizeMany(writes: FinalizeWrite[]): Promise<FinalizedRow[]> {
+    for (const w of writes) assertTransitions([RunStatus.RUNNING], w.to);
+    const outbox = this.outbox.batchCte('done');
+    const text = `
+      WITH input AS (
+        SELECT * FROM unnest(:runIds::uuid[], :fencingTokens::bigint[], :toStatuses::text[], :outputTails::text[],
+                             :lastErrors::text[], :reasons::text[], :workerIds::text[], :eventTypes::text[], :messages::jsonb[])
+          AS i(run_id, fencing_token, to_status, output_tail, last_error, reason, worker_id, event_type, message)
+      ), prev AS (
+        SELECT r.id, r.status, i.to_status, i.output_tail, i.last_error
+          FROM runs r JOIN input i ON i.run_id = r.id
+         WHERE r.status = 'RUNNING' AND r.fencing_token = i.fencing_token
+         ORDER BY r.id FOR UPDATE OF r
+      ), upd AS (
+        UPDATE runs r SET status = prev.to_status, updated_at = now(), output_tail = prev.output_tail,
+               last_error = prev.last_error, lease_owner = NULL, lease_expires_at = NULL,
+               finished_at = CASE WHEN prev.to_status = 'RETRYING' THEN NULL ELSE now() END
+          FROM prev WHERE r.id = prev.id AND r.status = 'RUNNING'
+        RETURNING r.*, prev.status AS from_status
+      ), ev AS (
+        INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
+        SELECT upd.id, upd.from_status, upd.status, upd.attempts, upd.fencing_token, i.worker_id, i.reason
+          FROM upd JOIN input i ON i.run_id = upd.id
+      ), done AS (
+        SELECT upd.id, i.event_type, i.message FROM upd JOIN input i ON i.run_id = upd.id
+      ), ${outbox.text}
+      SELECT upd.*, (SELECT o.id FROM outbox o WHERE o.run_id = upd.id) AS notification_id FROM upd`;
+    const arrays = {
+      runIds: writes.map((w) => w.runId),
+      fencingTokens: writes.map((w) => w.fencingToken),
+      toStatuses: writes.map((w) => w.to),
+      outputTails: writes.map((w) => w.outputTail),
+      lastErrors: writes.map((w) => w.lastError),
+      reasons: writes.map((w) => w.reason),
+      workerIds: writes.map((w) => w.workerId),
+      eventTypes: writes.map((w) => w.outbox?.eventType ?? null),
+      messages: writes.map((w) => w.outbox?.message ?? null),
+    };
+    const bound = bindNamed(text, mergeValues(arrays, outbox.values));
+    const rows = await this.statements.preparedRows<FinalizedRow>(bound.text, bound.values);
+    for (const row of rows) this.transitions.counted({ to: row.status, from: [RunStatus.RUNNING] }, row);
+    return rows;
   }
 
   /** RUNNING → RETRYING without counting the interrupted attempt (a graceful shutdown). */
