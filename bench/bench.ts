@@ -11,7 +11,7 @@
  * BENCH_FULL_RUNS (full-path runs, and bare Bull forking jobs, default 2000), BENCH_PRODUCERS
  * (dispatches / adds / HTTP calls in flight, default 16), BENCH_OPEN_RATE (offered deliveries/s of
  * the open loop, default 500), BENCH_OPEN_SECONDS (default 10), BENCH_WORKER_PROFILE_DIR (V8 CPU
- * profiles of the worker processes).
+ * profiles of the worker processes, the full path's included).
  */
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
@@ -186,7 +186,13 @@ async function main(): Promise<void> {
       bareFork = await measureBareBull(config, fullRuns, producers, true);
       log(`  ${bareFork.jobsPerSec.toFixed(0)} jobs/s`);
       log(`full path: ${fullRuns} runs created + dispatched over HTTP, one worker forking sh -c true`);
-      fullPath = await measureFullPath(appEnv, API_KEY, fullRuns, producers);
+      fullPath = await measureFullPath(
+        appEnv,
+        API_KEY,
+        fullRuns,
+        producers,
+        profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+      );
       log(
         `  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,
       );

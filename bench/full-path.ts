@@ -59,10 +59,11 @@ export async function measureFullPath(
   apiKey: string,
   runs: number,
   producers: number,
+  workerNodeArgs: string[] = [],
 ): Promise<FullPathResult> {
   const shellEnv = { ...env, RUN_EXECUTOR: 'shell', ORCHESTRATOR_COMMAND: 'true', RUN_AS_USER: 'same' };
   const api = await startApp({ ...shellEnv, APP_ROLE: 'api' });
-  const worker = await startApp({ ...shellEnv, APP_ROLE: 'worker' }).catch(async (err: unknown) => {
+  const worker = await startApp({ ...shellEnv, APP_ROLE: 'worker' }, workerNodeArgs).catch(async (err: unknown) => {
     await api.stop();
     throw err;
   });

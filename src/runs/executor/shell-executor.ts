@@ -43,13 +43,18 @@ export class ShellExecutor implements RunExecutor {
   /** One per worker process: the executor is a singleton of the worker's module. */
   readonly watchdog = new CommandWatchdog();
 
+  /** What every command sees of the worker's environment: filtered once, not per run. */
+  private readonly baseEnv: Readonly<Record<string, string>>;
+
   constructor(
     private readonly command: string,
-    private readonly workerEnv: NodeJS.ProcessEnv,
+    workerEnv: NodeJS.ProcessEnv,
     private readonly identity: RunIdentity,
     private readonly workspaceRoot: string,
-    private readonly passthrough: readonly string[] = [],
-  ) {}
+    passthrough: readonly string[] = [],
+  ) {
+    this.baseEnv = commandBaseEnv(workerEnv, passthrough);
+  }
 
   /** The worker is going down, its commands already handed over: the watchdog goes with it. */
   onApplicationShutdown(): void {
@@ -79,7 +84,7 @@ export class ShellExecutor implements RunExecutor {
     const requirementFile = join(dir, 'requirement.txt');
     await writeFile(requirementFile, req.requirement, { mode: 0o600 });
     if (owner) for (const path of [dir, requirementFile]) await chown(path, owner.uid, owner.gid);
-    const env: NodeJS.ProcessEnv = commandBaseEnv(this.workerEnv, this.passthrough);
+    const env: NodeJS.ProcessEnv = { ...this.baseEnv };
     // The worker's HOME is no place for another user's files (and may hold the worker's own).
     if (this.identity.kind === 'user') env.HOME = dir;
     Object.assign(env, {
