@@ -237,6 +237,14 @@ describe('bulk dispatch answers', () => {
     expect(await jobsOf(id)).toEqual([]);
   });
 
+  it('an id in upper case is the run it names: queued, answered in lower case as Postgres spells it', async () => {
+    const project = await insertProject();
+    const id = await insertRun(project.id);
+    const res = await bulk(t, { runIds: [id.toUpperCase()] });
+    expect(res.body).toEqual({ items: [{ runId: id, status: 'QUEUED', jobId: `run.${id}.g1` }] });
+    expect(await runRow(id)).toMatchObject({ status: 'QUEUED', dispatch_generation: 1 });
+  });
+
   it('requires the API key', async () => {
     const project = await insertProject();
     const id = await insertRun(project.id);

@@ -19,9 +19,8 @@ export function runIdListProblem(value: unknown): string | null {
   const seen = new Set<string>();
   for (const [i, id] of value.entries()) {
     if (typeof id !== 'string' || !isUUID(id)) return `runIds[${i}] is not a UUID`;
-    // The same run spelled in another case is the same run.
-    if (seen.has(id.toLowerCase())) return `runIds lists ${id} more than once`;
-    seen.add(id.toLowerCase());
+    if (seen.has(id)) return `runIds lists ${id} more than once`;
+    seen.add(id);
   }
   return null;
 }
@@ -46,6 +45,8 @@ export class BulkDispatchDto {
     uniqueItems: true,
     description: 'The runs to queue, each once',
   })
+  // Postgres reads a UUID in any case and answers in lower case: ids are compared, guarded and
+  // answered as it spells them, so one run in two spellings is a duplicate.
   @Transform(({ value }: { value: unknown }) =>
     Array.isArray(value) ? value.map((v: unknown) => (typeof v === 'string' ? v.toLowerCase() : v)) : value,
   )
