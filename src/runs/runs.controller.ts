@@ -33,7 +33,6 @@ export class RunsController {
     return this.runs.list({ projectId: q.projectId, status: q.status, cursor: q.cursor, limit: q.limit ?? 50 });
   }
 
-  // Declared before the `:id` routes it could otherwise be read as.
   @Post('dispatch')
   @HttpCode(200)
   @ApiOperation({ summary: 'Queue many PENDING runs at once (1 to 100), each answered as its own dispatch would be' })
