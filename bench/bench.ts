@@ -5,13 +5,16 @@
  * bench/results/latest.json and latest.svg. Method and figures: docs/benchmarks.md.
  *
  * Knobs (bench-only environment): BENCH_PHASES (comma list of bare, graphile, guarded, locks,
- * fullpath, intake, openloop; default all), BENCH_CONCURRENCY (worker concurrency of every
+ * fullpath, intake, openloop, dispatch; default all), BENCH_CONCURRENCY (worker concurrency of every
  * consumer, default 32), BENCH_RUNS (runs per guarded phase, default 6000), BENCH_GW_JOBS
  * (graphile-worker jobs per phase, default BENCH_RUNS), BENCH_BARE_JOBS (default 20000),
  * BENCH_FULL_RUNS (full-path runs, and bare Bull forking jobs, default 2000), BENCH_PRODUCERS
  * (dispatches / adds / HTTP calls in flight, default 16), BENCH_OPEN_RATE (offered deliveries/s of
  * the open loop, default 500), BENCH_OPEN_SECONDS (default 10), BENCH_WORKER_PROFILE_DIR (V8 CPU
- * profiles of the worker processes, the full path's included).
+ * profiles of the worker processes, the full path's included), BENCH_DISPATCH_RUNS (runs dispatched
+ * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
+ * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
+ * would be by a later phase's workers.
  */
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
@@ -34,6 +37,7 @@ import { createRuns, GuardedResult, measureGuarded } from './guarded-runs';
 import { LockBenchResult, measureLocks } from './lock-bench';
 import { OpenLoopResult, runOpenLoopIntake } from './open-loop-intake';
 import { buildReport, printTable } from './report';
+import { DispatchBenchResult, measureDispatch } from './dispatch-bench';
 import { dropDatabase, dropRedisPrefix, load, machine, peakRssMb, withDatabase } from './support';
 import { formatIntake, IntakeResult, runIntakeBench } from './webhook-intake';
 
@@ -46,7 +50,7 @@ function knob(name: string, fallback: number): number {
   return n;
 }
 
-const ALL_PHASES = ['bare', 'graphile', 'guarded', 'locks', 'fullpath', 'intake', 'openloop'];
+const ALL_PHASES = ['bare', 'graphile', 'guarded', 'locks', 'fullpath', 'intake', 'openloop', 'dispatch'];
 
 function phasesToRun(): string[] {
   const raw = process.env.BENCH_PHASES;
@@ -74,6 +78,9 @@ async function main(): Promise<void> {
   const producers = knob('BENCH_PRODUCERS', 16);
   const openRate = knob('BENCH_OPEN_RATE', 500);
   const openSeconds = knob('BENCH_OPEN_SECONDS', 10);
+  const dispatchRuns = knob('BENCH_DISPATCH_RUNS', 10000);
+  const dispatchBatch = knob('BENCH_DISPATCH_BATCH', 100);
+  if (dispatchBatch > 100) throw new Error(`BENCH_DISPATCH_BATCH must be at most 100, got ${dispatchBatch}`);
   const profileDir = process.env.BENCH_WORKER_PROFILE_DIR;
   const tag = `bench_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
   const base = configFromProcessEnv({ API_KEYS: API_KEY });
@@ -214,6 +221,17 @@ async function main(): Promise<void> {
       );
     }
 
+    let dispatch: DispatchBenchResult | undefined;
+    if (has('dispatch')) {
+      log(
+        `dispatch: ${dispatchRuns} runs one per call, ${dispatchRuns} in calls of ${dispatchBatch}, ${producers} in flight`,
+      );
+      dispatch = await measureDispatch(config, databaseUrl, base.redis.url, dispatchRuns, dispatchBatch, producers);
+      log(
+        `  ${dispatch.single.runsPerSec.toFixed(0)} runs/s one per call, ${dispatch.bulk.runsPerSec.toFixed(0)} in bulk`,
+      );
+    }
+
     const report = buildReport({
       host,
       phases,
@@ -231,8 +249,19 @@ async function main(): Promise<void> {
       locks,
       intake,
       openLoop,
+      dispatch,
       producerPeakRssMb,
-      sizes: { runsPerPhase, graphileJobs, bareJobs, fullRuns, producers, openRate, openSeconds },
+      sizes: {
+        runsPerPhase,
+        graphileJobs,
+        bareJobs,
+        fullRuns,
+        producers,
+        openRate,
+        openSeconds,
+        dispatchRuns,
+        dispatchBatch,
+      },
     });
     const dir = resolve(__dirname, '../../bench/results');
     mkdirSync(dir, { recursive: true });
@@ -244,6 +273,7 @@ async function main(): Promise<void> {
       report.duplicatesExecuted > 0 ||
       guarded.some((g) => g.notSucceeded > 0 || g.outboxMismatches > 0 || g.dispatchAccepted !== g.runs) ||
       (fullPath !== undefined && fullPath.notSucceeded > 0) ||
+      (dispatch !== undefined && dispatch.single.mismatches + dispatch.bulk.mismatches > 0) ||
       intake?.mismatch;
     if (broken) {
       process.exitCode = 1;

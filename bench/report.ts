@@ -1,5 +1,6 @@
 /** The shape of bench/results/latest.json, the targets of the speed issue, and the printed table. */
 import type { BareBullResult } from './bare-bull';
+import type { DispatchBenchResult } from './dispatch-bench';
 import type { FullPathResult } from './full-path';
 import type { GraphileResult } from './graphile-worker';
 import type { GuardedResult } from './guarded-runs';
@@ -27,6 +28,7 @@ export interface BenchInputs {
   locks?: LockBenchResult;
   intake?: IntakeResult;
   openLoop?: OpenLoopResult;
+  dispatch?: DispatchBenchResult;
   producerPeakRssMb: number | null;
   /** The phase sizes this run used (the BENCH_* knobs): a small run is a correctness check, not a figure. */
   sizes: Record<string, number>;
@@ -162,6 +164,13 @@ export function buildReport(i: BenchInputs) {
     intakeP99Ms: r(i.intake?.all.p99Ms, 2),
     intakeHttpCeilingPerSec: r(i.intake?.httpCeilingPerSec),
     openLoop: i.openLoop ?? null,
+    // Dispatch alone (no execution): one run per call against up to 100 per call.
+    dispatchRunsPerSec: i.dispatch && {
+      single: r(i.dispatch.single.runsPerSec),
+      bulk: r(i.dispatch.bulk.runsPerSec),
+      batch: i.dispatch.bulk.batch,
+      speedup: r(i.dispatch.speedup, 2),
+    },
     lockOpsPerSec: r(i.locks?.lockOpsPerSec),
     rawRedisOpsPerSec: r(i.locks?.rawRedisOpsPerSec),
     peakRssMb,
@@ -176,6 +185,7 @@ export function buildReport(i: BenchInputs) {
       fullPath: i.fullPath,
       locks: i.locks,
       intake: i.intake,
+      dispatch: i.dispatch,
     },
   };
 }
@@ -227,6 +237,12 @@ export function printTable(rep: BenchReport): void {
     line(
       'open-loop intake p50 / p99 ms',
       rep.openLoop ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)}` : '—',
+    ),
+    line(
+      'dispatch runs/s, one per call / in bulk',
+      rep.dispatchRunsPerSec
+        ? `${show(rep.dispatchRunsPerSec.single)} / ${show(rep.dispatchRunsPerSec.bulk)} (×${show(rep.dispatchRunsPerSec.speedup, 2)})`
+        : '—',
     ),
     '',
     'written to bench/results/latest.json and bench/results/latest.svg',

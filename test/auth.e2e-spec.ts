@@ -40,6 +40,7 @@ const CONTRACT_API = [
   'GET /api/runs',
   'GET /api/runs/:id',
   'GET /api/runs/:id/events',
+  'POST /api/runs/dispatch',
   'POST /api/runs/:id/dispatch',
   'POST /api/runs/:id/retry',
   'POST /api/runs/:id/cancel',

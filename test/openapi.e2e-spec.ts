@@ -167,6 +167,18 @@ describe('OpenAPI document at /docs-json', () => {
     );
     await expectDocumented('GET /api/runs/{id}/steps', await http.get(`/api/runs/${id}/steps`).set(auth));
     await expectDocumented('GET /api/runs/{id}/steps', await http.get(`/api/runs/${unknown}/steps`).set(auth));
+    const second = await http.post(runs).set(auth).send({ requirement: 'dispatched in bulk' });
+    await expectDocumented(
+      'POST /api/runs/dispatch',
+      await http
+        .post('/api/runs/dispatch')
+        .set(auth)
+        .send({ runIds: [second.body.id, unknown] }),
+    );
+    await expectDocumented(
+      'POST /api/runs/dispatch',
+      await http.post('/api/runs/dispatch').set(auth).send({ runIds: [] }),
+    );
     await expectDocumented('POST /api/runs/{id}/dispatch', await http.post(`/api/runs/${id}/dispatch`).set(auth));
     await expectDocumented('POST /api/runs/{id}/dispatch', await http.post(`/api/runs/${id}/dispatch`).set(auth));
     await expectDocumented('POST /api/runs/{id}/retry', await http.post(`/api/runs/${id}/retry`).set(auth));

@@ -107,6 +107,32 @@ export class LockService {
     return ok === 'OK' ? owner : null;
   }
 
+  /**
+   * enterGuard for many keys in one round trip (a pipeline): the owner per key, in order, null
+   * where someone else is already at it. A guard taken before a Redis error lapses with its TTL.
+   */
+  async enterGuards(keys: readonly string[], ttlMs: number): Promise<Array<string | null>> {
+    const owners = keys.map(() => this.newOwner());
+    const pipeline = this.redis.pipeline();
+    keys.forEach((key, i) => pipeline.set(`${this.prefix}:guard:${key}`, owners[i], 'PX', ttlMs, 'NX'));
+    const replies = (await pipeline.exec()) ?? [];
+    return keys.map((_, i) => {
+      const [err, reply] = replies[i] ?? [new Error('no reply from Redis'), null];
+      if (err) throw err;
+      return reply === 'OK' ? owners[i] : null;
+    });
+  }
+
+  /** Leaves the guards enterGuards() took (null owners are skipped). */
+  async leaveGuards(keys: readonly string[], owners: ReadonlyArray<string | null>): Promise<void> {
+    await Promise.all(
+      keys.map((key, i) => {
+        const owner = owners[i];
+        return owner ? this.leaveGuard(key, owner) : undefined;
+      }),
+    );
+  }
+
   async leaveGuard(key: string, owner: string): Promise<void> {
     await this.run<number>(SCRIPTS.release, [`${this.prefix}:guard:${key}`, owner]);
   }

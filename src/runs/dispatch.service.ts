@@ -1,7 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
-import { runNotFound, RunsError, RunsErrorCode } from './runs.errors';
+import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
@@ -21,6 +21,15 @@ const WHY_NOT: Partial<Record<RunStatus, string>> = {
   [RunStatus.FAILED]: 'run failed; use POST /api/runs/:id/retry',
   [RunStatus.CANCELLED]: 'run was cancelled',
 };
+
+/** The producer guard of one run's dispatch: short, so that a crashed holder blocks it only briefly. */
+export const dispatchGuardKey = (runId: string) => `dispatch:${runId}`;
+export const DISPATCH_GUARD_TTL_MS = 5000;
+
+/** Why a run in `status` cannot be dispatched: the message of the 409, and of a bulk item. */
+export function whyNotDispatchable(status: RunStatus): string {
+  return WHY_NOT[status] ?? `run is ${status}`;
+}
 
 /**
  * Dispatch = producer guard (short SET NX: a storm of clicks does the work once) → conditional
@@ -60,11 +69,11 @@ export class DispatchService {
     reason: string,
     extraSets: string[] = [],
   ): Promise<DispatchView> {
-    const guardKey = `dispatch:${runId}`;
-    const owner = await this.locks.enterGuard(guardKey, 5000);
+    const guardKey = dispatchGuardKey(runId);
+    const owner = await this.locks.enterGuard(guardKey, DISPATCH_GUARD_TTL_MS);
     if (!owner) {
       this.metrics.duplicate('producer_guard');
-      throw new RunsError(RunsErrorCode.DISPATCH_IN_PROGRESS, 'a dispatch of this run is already in progress');
+      throw dispatchInProgress();
     }
     try {
       const row = await this.transitions.transition(runId, {
@@ -100,7 +109,7 @@ export class DispatchService {
     const why =
       from.includes(RunStatus.FAILED) && status !== RunStatus.FAILED
         ? `only a FAILED run can be retried; run is ${status}`
-        : WHY_NOT[status];
-    throw new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, why ?? `run is ${status}`);
+        : whyNotDispatchable(status);
+    throw new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, why);
   }
 }

@@ -1,8 +1,11 @@
-import { Controller, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { RequireApiKey } from '../common/api-key.guard';
 import { ApiErrors } from '../common/openapi';
+import { BulkDispatchService } from './bulk-dispatch.service';
+import { BulkDispatchView } from './bulk-dispatch.view';
 import { DispatchService } from './dispatch.service';
+import { BulkDispatchDto } from './dto/bulk-dispatch.dto';
 import { DispatchView } from './dispatch.view';
 import { ListRunsQuery } from './dto/list-runs.query';
 import { RunEventList } from './run-event.view';
@@ -19,6 +22,7 @@ export class RunsController {
   constructor(
     private readonly runs: RunsService,
     private readonly dispatcher: DispatchService,
+    private readonly bulk: BulkDispatchService,
   ) {}
 
   @Get()
@@ -27,6 +31,19 @@ export class RunsController {
   @ApiErrors({ 400: 'Invalid projectId, status, limit or cursor' })
   list(@Query() q: ListRunsQuery): Promise<RunPage> {
     return this.runs.list({ projectId: q.projectId, status: q.status, cursor: q.cursor, limit: q.limit ?? 50 });
+  }
+
+  @Post('dispatch')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Queue many PENDING runs at once (1 to 100), each answered as its own dispatch would be' })
+  @ApiOkResponse({
+    description:
+      'One item per run id, in the order given: QUEUED with its job id, or the code and message of the refusal',
+    type: BulkDispatchView,
+  })
+  @ApiErrors({ 400: 'runIds is not a list of 1 to 100 distinct UUIDs; nothing was dispatched' })
+  dispatchMany(@Body() body: BulkDispatchDto): Promise<BulkDispatchView> {
+    return this.bulk.dispatch(body.runIds);
   }
 
   @Get(':id')

@@ -18,3 +18,5 @@ export class RunsError extends DomainError<RunsErrorCode> {
 export const projectNotFound = (id: string) =>
   new RunsError(RunsErrorCode.PROJECT_NOT_FOUND, `project ${id} not found`);
 export const runNotFound = (id: string) => new RunsError(RunsErrorCode.RUN_NOT_FOUND, `run ${id} not found`);
+export const dispatchInProgress = () =>
+  new RunsError(RunsErrorCode.DISPATCH_IN_PROGRESS, 'a dispatch of this run is already in progress');

@@ -3,6 +3,8 @@ import { AppConfig, AppRole, roleRunsWorkers, roleServesApi } from '../config/ap
 import { APP_CONFIG } from '../config/config.module';
 import { processEnvironment } from '../config/env';
 import { OutboxModule } from '../notifications/outbox.module';
+import { BulkDispatchService } from './bulk-dispatch.service';
+import { DispatchRepository } from './dispatch.repository';
 import { DispatchService } from './dispatch.service';
 import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
 import { NoopExecutor } from './executor/noop-executor';
@@ -38,12 +40,19 @@ const CORE = [
   ProjectsService,
   RunsService,
   DispatchService,
+  BulkDispatchService,
   IdempotencyService,
   RunTransitionsRepository,
   StepJournalRepository,
   LlmCacheRepository,
 ];
-const REPOSITORIES = [IdempotencyRepository, ProjectsRepository, RunsRepository, RunWorkerRepository];
+const REPOSITORIES = [
+  DispatchRepository,
+  IdempotencyRepository,
+  ProjectsRepository,
+  RunsRepository,
+  RunWorkerRepository,
+];
 /** The worker's API for its own commands: steps, values and the LLM proxy. */
 const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];
 // Registered in every role; ScheduledTasks only runs it where the role includes the scheduler.

@@ -51,6 +51,15 @@ export class RunsRepository {
     return rows[0]?.status ?? null;
   }
 
+  /** The status of each of `ids` that exists (a bulk dispatch explains its refusals). */
+  async statusesOf(ids: readonly string[]): Promise<Map<string, RunStatus>> {
+    const rows: Array<{ id: string; status: RunStatus }> = await this.ds.query(
+      'SELECT id, status FROM runs WHERE id = ANY($1::uuid[])',
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, r.status]));
+  }
+
   /** Newest first, `limit + 1` rows after the cursor (keyset on created_at, id). */
   async page(q: {
     projectId?: string;
