@@ -94,6 +94,7 @@ export const AREAS = {
       'src/runs/worker/run-reaper.ts',
       'src/runs/worker/run-queue-reconciler.ts',
       'src/runs/worker/run.processor.ts',
+      'src/runs/worker/attempt-runner.ts',
       'src/runs/executor/executor.ts',
       'src/runs/executor/shell-executor.ts',
       'src/runs/executor/output-tail.ts',

@@ -8,6 +8,7 @@ import { TaskLockService } from '../src/locks/task-lock.service';
 import { runLockKey } from '../src/queues/job-ids';
 import type { RunJobData } from '../src/queues/queue-names';
 import type { ExecutionRequest, ExecutionResult, RunExecutor } from '../src/runs/executor/executor';
+import { AttemptRunner } from '../src/runs/worker/attempt-runner';
 import { RunProcessor } from '../src/runs/worker/run.processor';
 import { RunAttempts } from '../src/runs/steps/run-attempts';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
@@ -73,7 +74,7 @@ describe('RunProcessor: from an attempt’s end to the run’s row', () => {
         };
       },
     };
-    (processor as unknown as { executor: RunExecutor }).executor = executor;
+    (t.app.get(AttemptRunner) as unknown as { executor: RunExecutor }).executor = executor;
   });
   afterEach(() => {
     usesRunApi = false;

@@ -23,6 +23,7 @@ import { RunFinalizer } from './worker/run-finalizer';
 import { RunQueueReconciler } from './worker/run-queue-reconciler';
 import { RunReaper } from './worker/run-reaper';
 import { RunWorkerRepository } from './worker/run-worker.repository';
+import { AttemptRunner } from './worker/attempt-runner';
 import { RunProcessor } from './worker/run.processor';
 import { RunsController } from './runs.controller';
 import { RunsRepository } from './runs.repository';
@@ -67,6 +68,7 @@ export class RunsModule {
           RunClaimService,
           FinalizeBatch,
           RunFinalizer,
+          AttemptRunner,
           RunProcessor,
           ...COMMAND_API,
           {

@@ -1,7 +1,6 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
-import { join } from 'node:path';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
 import { MetricsService } from '../../metrics/metrics.service';
@@ -12,10 +11,9 @@ import { Lease, TaskLockService } from '../../locks/task-lock.service';
 import { NotificationKicker } from '../../notifications/notification-kicker';
 import { runLockKey } from '../../queues/job-ids';
 import { RUNS_QUEUE, RunJobData } from '../../queues/queue-names';
-import { RUN_EXECUTOR } from '../executor/executor';
-import type { ExecutionResult, RunExecutor } from '../executor/executor';
+import type { ExecutionResult } from '../executor/executor';
 import { RunStatus } from '../run-status';
-import { CommandAccess, CommandAccessHandle, describeStats } from '../steps/command-access';
+import { AttemptRunner } from './attempt-runner';
 import { RunClaimService } from './run-claim.service';
 import { RunFinalizer } from './run-finalizer';
 import { decideOutcome } from './run-outcome';
@@ -23,8 +21,8 @@ import { decideOutcome } from './run-outcome';
 export type RunJobOutcome = 'succeeded' | 'failed' | 'fenced' | `skipped: ${string}`;
 
 /**
- * The runs queue processor: guard (run lock, via TaskLockService) → claim → execute → fenced
- * finalize. Registered only in processes with the worker role.
+ * The runs queue processor: guard (run lock, via TaskLockService) → claim → run the attempt
+ * (AttemptRunner) → decide (decideOutcome) → fenced finalize. Registered only in processes with the worker role.
  */
 @Injectable()
 export class RunProcessor implements OnModuleInit {
@@ -35,12 +33,11 @@ export class RunProcessor implements OnModuleInit {
     private readonly taskLock: TaskLockService,
     private readonly claims: RunClaimService,
     private readonly finalizer: RunFinalizer,
+    private readonly attempts: AttemptRunner,
     private readonly kicker: NotificationKicker,
     private readonly metrics: MetricsService,
-    @Inject(RUN_EXECUTOR) private readonly executor: RunExecutor,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(WORKER_ID) private readonly workerId: string,
-    private readonly access: CommandAccess,
   ) {}
 
   onModuleInit(): void {
@@ -64,57 +61,12 @@ export class RunProcessor implements OnModuleInit {
     }
     const { run, project } = claim;
     const token = run.fencing_token;
-    // The command's watchdog is fed on every beat that renewed the run lock (checks run only
-    // after a successful extend); registered first, so a failing Postgres check cannot starve it.
-    let ping: (() => void) | undefined;
-    lease.onBeat(async () => {
-      ping?.();
-      return true;
-    });
-    // Each beat also extends the lease in Postgres; zero rows = cancelled or fenced out: stop.
-    lease.onBeat(() => this.claims.extendLease(runId, token));
-    const workspace = run.task_id
-      ? join(this.config.runs.workspaceRoot, project.id, 'tasks', run.task_id)
-      : project.workspace_path;
     this.logger.log({ msg: 'run started', runId, jobId: job.id, attempt: run.attempts, fencingToken: token });
-    // The command's credential lives exactly as long as this attempt's lease.
-    const access: CommandAccessHandle | undefined = this.executor.usesRunApi
-      ? await this.access.open({
-          runId,
-          projectId: project.id,
-          attempt: run.attempts,
-          fencingToken: token,
-          signal: lease.signal,
-        })
-      : undefined;
-    let result: ExecutionResult;
-    try {
-      result = await this.executor.execute(
-        {
-          runId,
-          attempt: run.attempts,
-          fencingToken: token,
-          requirement: run.requirement,
-          projectId: project.id,
-          projectName: project.name,
-          projectWorkspace: project.workspace_path,
-          taskId: run.task_id,
-          workspace,
-          idempotencyKey: `onceflow-run-${runId}`,
-          timeoutMs: this.config.runs.timeoutMs,
-          // A fifth of the TTL is the watchdog's time to notice and kill before the lock can lapse.
-          guardUntil: () => lease.validUntil - Math.ceil(this.config.runs.lockTtlMs * 0.2),
-          keepAlive: (p) => (ping = p),
-          runApi: access?.runApi,
-        },
-        lease.signal,
-      );
-    } finally {
-      access?.close();
-    }
-    if (access) result = { ...result, outputTail: access.redact(result.outputTail) };
-    this.metrics.runDuration.observe({ outcome: result.outcome }, result.durationMs / 1000);
-    const stats = access ? describeStats(access.stats) : '';
+    // Each beat extends the lease in Postgres too (after the runner's watchdog keep-alive); zero
+    // rows = cancelled or fenced out: the lease aborts and the command is killed.
+    const running = this.attempts.run({ run, project }, lease);
+    lease.onBeat(() => this.claims.extendLease(runId, token));
+    const { result, stats } = await running;
     const attempt = { job, attempt: run.attempts, token, projectName: project.name, requirement: run.requirement };
     return this.record(attempt, result, lease, stats);
   }
