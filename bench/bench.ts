@@ -169,7 +169,7 @@ async function main(): Promise<void> {
           workers,
         );
         log(
-          `  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement`,
+          `  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement, ${g.claimsPerRoundTrip.toFixed(2)} claims per round trip`,
         );
         guarded.push(g);
       }

@@ -35,6 +35,7 @@ export interface GuardedResult {
   redisCpuMsPerRun: number;
   /** Finalizes per finalize statement (group commit), from the workers' /metrics. */
   finalizesPerStatement: number;
+  claimsPerRoundTrip: number;
 }
 
 export interface GuardedSetup {
@@ -86,7 +87,8 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
     const workerCpu = procs.map((p, i) => (workerCpu0[i] === null ? null : cpuMs(p.child.pid)! - workerCpu0[i]!));
     const workerCpuMsPerRun = workerCpu.includes(null) ? null : workerCpu.reduce((a, b) => a! + b!, 0)! / runIds.length;
     const workerPeakRssMb = procs.map((p) => p.peakRssMb());
-    const batches = await Promise.all(procs.map((p) => finalizeBatches(p.port)));
+    const finalizes = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_finalize_batch_size')));
+    const claims = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_claim_batch_size')));
     const check = await verify(s.ds, runIds);
     return {
       workers,
@@ -101,26 +103,24 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
       producerCpuMsPerRun: (producerCpu.user + producerCpu.system) / 1000 / runIds.length,
       postgresCpuMsPerRun: postgresMs === null ? null : postgresMs / runIds.length,
       redisCpuMsPerRun: redisMs / runIds.length,
-      finalizesPerStatement:
-        batches.reduce((a, b) => a + b.rows, 0) /
-        Math.max(
-          1,
-          batches.reduce((a, b) => a + b.statements, 0),
-        ),
+      finalizesPerStatement: perStatement(finalizes),
+      claimsPerRoundTrip: perStatement(claims),
     };
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
   }
 }
 
-/** A worker's finalize statements and the finalizes they carried (onceflow_finalize_batch_size). */
-async function finalizeBatches(port: number): Promise<{ statements: number; rows: number }> {
+/** A worker's batched statements and the requests they carried, from one batch-size histogram. */
+async function batchSizes(port: number, metric: string): Promise<{ statements: number; rows: number }> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
-  return {
-    statements: value('onceflow_finalize_batch_size_count'),
-    rows: value('onceflow_finalize_batch_size_sum'),
-  };
+  return { statements: value(`${metric}_count`), rows: value(`${metric}_sum`) };
+}
+
+function perStatement(batches: Array<{ statements: number; rows: number }>): number {
+  const statements = batches.reduce((a, b) => a + b.statements, 0);
+  return batches.reduce((a, b) => a + b.rows, 0) / Math.max(1, statements);
 }
 
 async function verify(

@@ -8,6 +8,7 @@ import { MetricsService } from '../src/metrics/metrics.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { runJobId, runLockKey } from '../src/queues/job-ids';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
+import { ClaimBatch } from '../src/runs/worker/claim-batch';
 import { RunClaimService } from '../src/runs/worker/run-claim.service';
 import { RunReaper } from '../src/runs/worker/run-reaper';
 import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
@@ -184,7 +185,8 @@ describe('the reaper (RunReaper.reapStuck)', () => {
 
   it('races a real claim: a worker that takes the run between the reaper’s look and its write keeps it', async () => {
     const id = await stuckRun();
-    const claims = new RunClaimService(t.app.get(RunWorkerRepository), t.config);
+    const repo = t.app.get(RunWorkerRepository);
+    const claims = new RunClaimService(repo, new ClaimBatch(repo, t.app.get(MetricsService)), t.config);
     let claimed: { owner: string; token: number } | undefined;
     betweenLookAndWrite(id, async () => {
       // What a worker does: take the run's lock, then claim it in Postgres.

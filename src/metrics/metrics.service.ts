@@ -51,6 +51,12 @@ export class MetricsService {
     buckets: [1, 2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });
+  readonly claimBatchSize = new Histogram({
+    name: 'onceflow_claim_batch_size',
+    help: 'Claims made by one round trip (group commit of the claims a worker makes at once)',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
   readonly runDuration = new Histogram({
     name: 'onceflow_run_duration_seconds',
     help: 'Duration of one run attempt (command execution)',

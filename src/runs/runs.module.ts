@@ -17,6 +17,7 @@ import { ProjectsController } from './projects/projects.controller';
 import { ProjectsRepository } from './projects/projects.repository';
 import { ProjectsService } from './projects/projects.service';
 import { RunTransitionsRepository } from './run-transitions.repository';
+import { ClaimBatch } from './worker/claim-batch';
 import { FinalizeBatch } from './worker/finalize-batch';
 import { RunClaimService } from './worker/run-claim.service';
 import { RunFinalizer } from './worker/run-finalizer';
@@ -67,6 +68,7 @@ export class RunsModule {
       ? [
           RunClaimService,
           FinalizeBatch,
+          ClaimBatch,
           RunFinalizer,
           AttemptRunner,
           RunProcessor,

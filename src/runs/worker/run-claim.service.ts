@@ -4,6 +4,7 @@ import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
 import { RunStatus } from '../run-status';
 import { RunRow } from '../run-transitions.repository';
+import { ClaimBatch } from './claim-batch';
 import { RunWorkerRepository } from './run-worker.repository';
 
 export type ClaimResult =
@@ -14,20 +15,23 @@ export type ClaimResult =
 /**
  * The claim: one conditional UPDATE that takes a QUEUED/RETRYING run — or a RUNNING one whose
  * holder's lease expired — stores a fencing token newer than any before, counts the attempt and
- * sets the lease, under the project's max_concurrent_runs (RunWorkerRepository.claim). When it
- * does not happen, the run's state says whether to drop the job or look again later.
+ * sets the lease, under the project's max_concurrent_runs; shared with the claims this process
+ * makes at the same moment (ClaimBatch, RunWorkerRepository.claimMany). When it does not happen,
+ * the run's state says whether to drop the job or look again later.
  */
 @Injectable()
 export class RunClaimService {
   constructor(
     private readonly runs: RunWorkerRepository,
+    private readonly batch: ClaimBatch,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async claim(runId: string, redisToken: number, owner: string, workerId: string): Promise<ClaimResult> {
     // The claim's round trip inlines the run id as a literal: escaped, and a UUID anyway.
     if (!isUUID(runId)) return { kind: 'skip', reason: 'run not found' };
-    const claimed = await this.runs.claim(runId, { redisToken, owner, leaseMs: this.config.runs.lockTtlMs, workerId });
+    const leaseMs = this.config.runs.lockTtlMs;
+    const claimed = await this.batch.claim({ runId, redisToken, owner, leaseMs, workerId });
     if (!claimed) return this.whyNot(runId);
     const { project_name: name, project_workspace_path: workspace_path, ...run } = claimed;
     return { kind: 'claimed', run, project: { id: run.project_id, name, workspace_path } };

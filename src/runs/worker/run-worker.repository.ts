@@ -14,6 +14,7 @@ export type ClaimedRow = RunRow & { project_name: string; project_workspace_path
 export type FinalizedRow = RunRow & { notification_id?: string | null };
 
 export interface ClaimRequest {
+  runId: string;
   /** The token the Redis lock handed out; Postgres keeps the stored one monotonic whatever it is. */
   redisToken: number;
   owner: string;
@@ -42,6 +43,8 @@ export interface LostRun {
 }
 
 const RUNNABLE = [RunStatus.QUEUED, RunStatus.RETRYING, RunStatus.RUNNING];
+// Of the runnable statuses, RUNNING only once its holder's lease expired.
+const CLAIMABLE = "(r.status <> 'RUNNING' OR r.lease_expires_at IS NULL OR r.lease_expires_at < now())";
 
 /** The statements of the worker path: claim, lease, finalize, hand-over, reaping, re-enqueueing. */
 @Injectable()
@@ -54,41 +57,71 @@ export class RunWorkerRepository {
   ) {}
 
   /**
-   * Takes a QUEUED/RETRYING run, or a RUNNING one whose lease expired, under the project's cap.
-   * The project row is locked by the first statement of the same round trip, and the claim's
-   * snapshot is taken after that lock was granted, so the cap counts committed claims only.
+   * Takes QUEUED/RETRYING runs, or RUNNING ones whose lease expired, under their projects' caps, for
+   * many runs in ONE round trip. The first statement locks every involved project row (in id
+   * order, so two batches cannot deadlock); the second takes its snapshot after those locks were
+   * granted, so the caps count committed claims only. Within a project the candidates are ranked
+   * by id and one is taken only while the live RUNNING runs plus its rank stay within the cap, so
+   * the cap holds for the batch as a whole. Each run keeps its own token, owner, lease and event.
+   * Answers the rows claimed; a run missing from them was not. Each run at most once per batch.
    */
-  async claim(runId: string, req: ClaimRequest): Promise<ClaimedRow | null> {
-    const spec: TransitionSpec = {
-      to: RunStatus.RUNNING,
-      from: RUNNABLE,
-      set: [
-        'attempts = r.attempts + 1',
-        'fencing_token = GREATEST(r.fencing_token + 1, :redisToken::bigint)',
-        'lease_owner = :owner::text',
-        "lease_expires_at = now() + :leaseMs::int * interval '1 millisecond'",
-        'started_at = COALESCE(r.started_at, now())',
-      ],
-      where: `(r.status <> 'RUNNING' OR r.lease_expires_at IS NULL OR r.lease_expires_at < now())
-        AND (SELECT count(*) FROM runs o WHERE o.project_id = r.project_id AND o.status = 'RUNNING'
-               AND o.id <> r.id AND o.lease_expires_at > now())
-          < (SELECT p.max_concurrent_runs FROM projects p WHERE p.id = r.project_id)`,
-      values: { redisToken: req.redisToken, owner: req.owner, leaseMs: req.leaseMs },
-      output: {
-        columns: ', p.name AS project_name, p.workspace_path AS project_workspace_path',
-        join: 'JOIN projects p ON p.id = upd.project_id',
-      },
-      workerId: req.workerId,
-      reason: 'claimed',
-    };
-    const rows = await this.statements.inOneRoundTrip<ClaimedRow>([
+  async claimMany(reqs: ClaimRequest[]): Promise<ClaimedRow[]> {
+    assertTransitions(RUNNABLE, RunStatus.RUNNING);
+    // Arrays travel as text[] (the round trip inlines them as literals) and are cast here.
+    const runIds = reqs.map((r) => r.runId);
+    const lock = bindNamed(
+      `SELECT p.id FROM projects p
+        WHERE p.id IN (SELECT r.project_id FROM runs r WHERE r.id = ANY(:runIds::text[]::uuid[]))
+        ORDER BY p.id FOR UPDATE OF p`,
+      { runIds },
+    );
+    // A candidate is never a live RUNNING run itself, so `live` counts only the others.
+    const claim = bindNamed(
+      `WITH input AS (
+        SELECT * FROM unnest(:runIds::text[]::uuid[], :redisTokens::text[]::bigint[], :owners::text[],
+                             :leaseMs::text[]::int[], :workerIds::text[])
+          AS i(run_id, redis_token, owner, lease_ms, worker_id)
+      ), cand AS (
+        SELECT r.id, r.project_id, row_number() OVER (PARTITION BY r.project_id ORDER BY r.id) AS rank
+          FROM runs r JOIN input i ON i.run_id = r.id
+         WHERE r.status = ANY(:fromStatuses::text[]) AND ${CLAIMABLE}
+      ), load AS (
+        SELECT p.id AS project_id, p.max_concurrent_runs AS cap,
+               (SELECT count(*) FROM runs o WHERE o.project_id = p.id AND o.status = 'RUNNING'
+                   AND o.lease_expires_at > now()) AS live
+          FROM projects p WHERE p.id IN (SELECT project_id FROM cand)
+      ), prev AS (
+        SELECT r.id, r.status, i.redis_token, i.owner, i.lease_ms
+          FROM runs r JOIN cand c ON c.id = r.id JOIN load l ON l.project_id = c.project_id
+               JOIN input i ON i.run_id = r.id
+         WHERE l.live + c.rank <= l.cap AND r.status = ANY(:fromStatuses::text[]) AND ${CLAIMABLE}
+         ORDER BY r.id FOR UPDATE OF r
+      ), upd AS (
+        UPDATE runs r SET status = 'RUNNING', updated_at = now(), attempts = r.attempts + 1,
+               fencing_token = GREATEST(r.fencing_token + 1, prev.redis_token), lease_owner = prev.owner,
+               lease_expires_at = now() + prev.lease_ms * interval '1 millisecond',
+               started_at = COALESCE(r.started_at, now())
+          FROM prev WHERE r.id = prev.id AND r.status = ANY(:fromStatuses::text[])
+        RETURNING r.*, prev.status AS from_status
+      ), ev AS (
+        INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
+        SELECT upd.id, upd.from_status, upd.status, upd.attempts, upd.fencing_token, i.worker_id, 'claimed'
+          FROM upd JOIN input i ON i.run_id = upd.id
+      )
+      SELECT upd.*, p.name AS project_name, p.workspace_path AS project_workspace_path
+        FROM upd JOIN projects p ON p.id = upd.project_id`,
       {
-        text: 'SELECT p.id FROM runs r JOIN projects p ON p.id = r.project_id WHERE r.id = $1 FOR UPDATE OF p',
-        values: [runId],
+        runIds,
+        redisTokens: reqs.map((r) => String(r.redisToken)),
+        owners: reqs.map((r) => r.owner),
+        leaseMs: reqs.map((r) => String(r.leaseMs)),
+        workerIds: reqs.map((r) => r.workerId),
+        fromStatuses: RUNNABLE,
       },
-      this.transitions.statement(runId, spec),
-    ]);
-    return this.transitions.counted(spec, rows[0] ?? null);
+    );
+    const rows = await this.statements.inOneRoundTrip<ClaimedRow>([lock, claim]);
+    for (const row of rows) this.transitions.counted({ to: RunStatus.RUNNING, from: RUNNABLE }, row);
+    return rows;
   }
 
   /** The run's status and how long its lease still runs (null: none), to explain a failed claim. */
