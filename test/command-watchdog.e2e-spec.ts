@@ -88,6 +88,9 @@ describe('command watchdog', () => {
     const pid = worker.child.pid!;
     expect(watchdogsOf(pid)).toHaveLength(1);
     expect(watchdogsOf(pid)[0].uid).toBe(process.getuid!());
+    // It needs no environment, and the worker's holds onceflow's credentials.
+    expect(env.API_KEYS).toBeTruthy();
+    expect(readFileSync(`/proc/${watchdogsOf(pid)[0].pid}/environ`, 'utf8')).toBe('');
     // Each command runs as RUN_AS_USER and is the worker's own child: no wrapper process per run.
     for (const pgid of pgids) {
       const leader = processes().find((p) => p.pid === pgid)!;

@@ -79,8 +79,10 @@ export class CommandWatchdog {
     this.starts++;
     // Its own session: a signal to the worker's process group (a terminal's ^C, a freeze of the
     // group) does not reach it. It must outlive the worker long enough to read the EOF.
+    // No environment: it needs none, and the worker's holds onceflow's credentials.
     const child = spawn(process.execPath, ['--max-old-space-size=16', '-e', WATCHDOG_PROGRAM, WATCHDOG_MARKER], {
       detached: true,
+      env: {},
       stdio: ['pipe', 'ignore', 'ignore'],
     });
     this.child = child;
