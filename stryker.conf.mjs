@@ -107,6 +107,7 @@ export const AREAS = {
     tests: [
       'src/runs/executor/*.spec.ts',
       'test/run-processor.e2e-spec.ts',
+      'test/run-processor-lease.e2e-spec.ts',
       'test/queue-reconcile.e2e-spec.ts',
       'test/shell-executor.e2e-spec.ts',
       'test/reaper.e2e-spec.ts',
@@ -114,7 +115,7 @@ export const AREAS = {
       'test/retries.e2e-spec.ts',
       'test/command-isolation.e2e-spec.ts',
     ],
-    staticTests: ['src/runs/executor/*.spec.ts', 'test/run-processor.e2e-spec.ts', 'test/executor.e2e-spec.ts', 'test/reaper.e2e-spec.ts'],
+    staticTests: ['src/runs/executor/*.spec.ts', 'test/run-processor.e2e-spec.ts', 'test/run-processor-lease.e2e-spec.ts', 'test/executor.e2e-spec.ts', 'test/reaper.e2e-spec.ts'],
   },
   // One delivery attempt of an outbox row (claim → POST under a heartbeat → record) and its backoff.
   delivery: {
