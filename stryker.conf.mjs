@@ -115,7 +115,13 @@ export const AREAS = {
       'test/retries.e2e-spec.ts',
       'test/command-isolation.e2e-spec.ts',
     ],
-    staticTests: ['src/runs/executor/*.spec.ts', 'test/run-processor.e2e-spec.ts', 'test/run-processor-lease.e2e-spec.ts', 'test/executor.e2e-spec.ts', 'test/reaper.e2e-spec.ts'],
+    staticTests: [
+      'src/runs/executor/*.spec.ts',
+      'test/run-processor.e2e-spec.ts',
+      'test/run-processor-lease.e2e-spec.ts',
+      'test/executor.e2e-spec.ts',
+      'test/reaper.e2e-spec.ts',
+    ],
   },
   // One delivery attempt of an outbox row (claim → POST under a heartbeat → record) and its backoff.
   delivery: {
@@ -197,7 +203,8 @@ const out = (suffix) => `reports/mutation/${areaName}${suffix}`;
  */
 function staticRanges() {
   const report = out('.json');
-  if (!existsSync(report)) throw new Error(`MUTATION_STATIC=1 needs ${report}: run the first pass of ${areaName} before`);
+  if (!existsSync(report))
+    throw new Error(`MUTATION_STATIC=1 needs ${report}: run the first pass of ${areaName} before`);
   const { files } = JSON.parse(readFileSync(report, 'utf8'));
   const ranges = new Set();
   for (const [file, { mutants }] of Object.entries(files)) {
