@@ -4,7 +4,7 @@ import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { RetryLaterError } from '../src/locks/retry-later.error';
 import { runLockKey } from '../src/queues/job-ids';
 import { db, waitFor } from './support/app';
-import { TTL_MS, useProcessorHarness } from './support/processor-harness';
+import { TTL_MS, processorHarness } from './support/processor-harness';
 import { runRow } from './support/run-rows';
 
 /**
@@ -13,7 +13,10 @@ import { runRow } from './support/run-rows';
  * shutdown's hand-over.
  */
 describe('RunProcessor: the attempt under its lease', () => {
-  const h = useProcessorHarness('processor-lease');
+  const h = processorHarness('processor-lease');
+  beforeAll(h.start);
+  afterEach(h.reset);
+  afterAll(h.stop);
 
   it('an aborted attempt records nothing and comes back after a lock TTL', async () => {
     const { runId } = await h.queuedRun();

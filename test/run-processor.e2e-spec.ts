@@ -2,7 +2,7 @@ import type { ExecutionResult } from '../src/runs/executor/executor';
 import { RetryLaterError } from '../src/locks/retry-later.error';
 import { RunAttempts } from '../src/runs/steps/run-attempts';
 import { db, waitFor } from './support/app';
-import { MAX_ATTEMPTS, TIMEOUT_MS, TTL_MS, useProcessorHarness } from './support/processor-harness';
+import { MAX_ATTEMPTS, TIMEOUT_MS, TTL_MS, processorHarness } from './support/processor-harness';
 import { runRow } from './support/run-rows';
 
 /**
@@ -13,7 +13,10 @@ import { runRow } from './support/run-rows';
  * Runs that end by the real shell command are in executor.e2e and retries.e2e.
  */
 describe('RunProcessor: from an attempt’s end to the run’s row', () => {
-  const h = useProcessorHarness('processor');
+  const h = processorHarness('processor');
+  beforeAll(h.start);
+  afterEach(h.reset);
+  afterAll(h.stop);
 
   it('asks the executor for the claimed attempt: its data, the timeout, a watchdog deadline within 0.8 × the lock TTL, the project’s workspace', async () => {
     const { runId, projectId, workspace } = await h.queuedRun({ attempts: 1 });

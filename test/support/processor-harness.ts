@@ -33,14 +33,21 @@ export interface ProcessorHarness {
   /** One attempt as the Bull worker runs it: run lock, claim, execute, finalize. */
   attempt(runId: string): Promise<{ result?: unknown; error?: unknown }>;
   lastEvent(runId: string): Promise<Awaited<ReturnType<typeof runEvents>>[number]>;
+  /** For beforeAll: the Slack stub and the worker app, with the scripted executor in place. */
+  start(): Promise<void>;
+  /** For afterEach. */
+  reset(): void;
+  /** For afterAll: leaves nothing runnable for other files' reapers, closes the app. */
+  stop(): Promise<void>;
 }
 
 /**
  * RunProcessor.handle called directly, under a real run lock (TaskLockService.runGuarded) and a
  * real claim, with an executor the test scripts. Worker role (no scheduler, no API): nothing else
- * touches the rows. Registers its own beforeAll/afterEach/afterAll in the calling describe.
+ * touches the rows. The spec wires start/reset/stop to beforeAll/afterEach/afterAll (this file is
+ * also compiled outside jest, without its globals).
  */
-export function useProcessorHarness(name: string): ProcessorHarness {
+export function processorHarness(name: string): ProcessorHarness {
   const dir = tempDir(name);
   let stub: SlackStub;
   let t: TestApp;
@@ -49,7 +56,7 @@ export function useProcessorHarness(name: string): ProcessorHarness {
   const requests: ExecutionRequest[] = [];
   const projects: string[] = [];
 
-  beforeAll(async () => {
+  const start = async (): Promise<void> => {
     stub = await SlackStub.start();
     t = await startApp(
       testEnv(name, join(dir, 'executions.log'), {
@@ -82,11 +89,11 @@ export function useProcessorHarness(name: string): ProcessorHarness {
       },
     };
     (t.app.get(AttemptRunner) as unknown as { executor: RunExecutor }).executor = executor;
-  });
-  afterEach(() => {
+  };
+  const reset = (): void => {
     runApi = false;
-  });
-  afterAll(async () => {
+  };
+  const stop = async (): Promise<void> => {
     // Other files' reapers and reconcilers share the database: leave them nothing to take up.
     await db().query(
       `UPDATE runs SET status = 'CANCELLED', lease_expires_at = NULL WHERE project_id = ANY($1) AND status IN ('QUEUED', 'RUNNING', 'RETRYING')`,
@@ -99,9 +106,12 @@ export function useProcessorHarness(name: string): ProcessorHarness {
     await t.close();
     await stub.close();
     await closeDb();
-  });
+  };
 
   return {
+    start,
+    reset,
+    stop,
     get t() {
       return t;
     },
