@@ -7,6 +7,7 @@ import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
+import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
 
 interface Claim {
   runId: string;
@@ -36,19 +37,7 @@ describe('claim batches (group commit)', () => {
   });
 
   /** Round trips sent and claims they carried since the last call, from the batch-size histogram. */
-  const batches = (() => {
-    let last = { statements: 0, rows: 0 };
-    return async () => {
-      const values = (await t.app.get(MetricsService).claimBatchSize.get()).values;
-      const now = {
-        statements: values.find((v) => v.metricName === 'onceflow_claim_batch_size_count')!.value,
-        rows: values.find((v) => v.metricName === 'onceflow_claim_batch_size_sum')!.value,
-      };
-      const delta = { statements: now.statements - last.statements, rows: now.rows - last.rows };
-      last = now;
-      return delta;
-    };
-  })();
+  const batches = batchSizeDeltas(() => t.app.get(MetricsService).claimBatchSize, 'onceflow_claim_batch_size');
   let nextToken = 1000;
   const claimOf = (runId: string): Claim => {
     const token = nextToken++;
@@ -240,12 +229,7 @@ describe('claim batches (group commit)', () => {
       await tx.query('BEGIN');
       await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [cs.map((c) => c.runId)]);
       const pending = Promise.allSettled(cs.map((c) => claims.claim(c.runId, c.token, c.owner, 'worker-c')));
-      const waiting = async () =>
-        (
-          await db().query(
-            `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'onceflow' AND wait_event_type = 'Lock'`,
-          )
-        ).rows.map((r) => r.pid as number);
+      const waiting = appBackendsWaitingForALock;
       await waitFor(async () => (await waiting()).length === 1, 5000, 'the batch to wait for the row locks');
       expect(await batches()).toEqual({ statements: 1, rows: cs.length });
       await meanwhile(tx, (await waiting())[0]);

@@ -8,6 +8,7 @@ import { renderText } from '../src/runs/worker/run-message';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
+import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
 
 /**
  * Group commit of finalizes: concurrent finalizes of one worker process share one statement, and
@@ -58,19 +59,7 @@ describe('finalize batches (group commit)', () => {
   const outbox = async (runId: string) =>
     (await db().query('SELECT * FROM notification_logs WHERE run_id = $1', [runId])).rows;
   /** Statements sent and rows they carried since the last call, from the batch-size histogram. */
-  const batches = (() => {
-    let last = { statements: 0, rows: 0 };
-    return async () => {
-      const values = (await t.app.get(MetricsService).finalizeBatchSize.get()).values;
-      const now = {
-        statements: values.find((v) => v.metricName === 'onceflow_finalize_batch_size_count')!.value,
-        rows: values.find((v) => v.metricName === 'onceflow_finalize_batch_size_sum')!.value,
-      };
-      const delta = { statements: now.statements - last.statements, rows: now.rows - last.rows };
-      last = now;
-      return delta;
-    };
-  })();
+  const batches = batchSizeDeltas(() => t.app.get(MetricsService).finalizeBatchSize, 'onceflow_finalize_batch_size');
   const outcomes = [RunStatus.SUCCESS, RunStatus.FAILED, RunStatus.RETRYING] as const;
 
   /** The run as its own finalize must have left it: its outcome, ONE event, its outbox row if terminal. */
@@ -192,12 +181,7 @@ describe('finalize batches (group commit)', () => {
       await tx.query('BEGIN');
       await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [reqs.map((r) => r.runId)]);
       const pending = Promise.all(reqs.map((r) => finalizer.finalize(r)));
-      const waiting = async () =>
-        (
-          await db().query(
-            `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'onceflow' AND wait_event_type = 'Lock'`,
-          )
-        ).rows.map((r) => r.pid as number);
+      const waiting = appBackendsWaitingForALock;
       await waitFor(async () => (await waiting()).length === 1, 5000, 'the batch to wait for the row lock');
       expect(await batches()).toEqual({ statements: 1, rows: reqs.length });
       await db().query('SELECT pg_terminate_backend($1)', [(await waiting())[0]]);

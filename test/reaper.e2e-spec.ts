@@ -1,8 +1,6 @@
 import { getQueueToken } from '@nestjs/bull';
-import { getDataSourceToken } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import { join } from 'node:path';
-import { DataSource } from 'typeorm';
 import { LockService } from '../src/locks/lock.service';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';

@@ -10,6 +10,7 @@ import { IllegalTransitionError } from '../src/runs/run-state-machine';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
+import { appBackendsWaitingForALock } from './support/pg-observe';
 
 /** The fenced finalize, the hand-over and the transition statement under them, on prepared rows. */
 describe('RunFinalizer and RunTransitionsRepository', () => {
@@ -197,12 +198,7 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
       await tx.query('BEGIN');
       await tx.query('SELECT id FROM runs WHERE id = $1 FOR UPDATE', [id]);
       const pending = finalizer.finalize(request(id, to));
-      const waiting = async () =>
-        (
-          await db().query(
-            `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'onceflow' AND wait_event_type = 'Lock'`,
-          )
-        ).rows.map((r) => r.pid as number);
+      const waiting = appBackendsWaitingForALock;
       await waitFor(async () => (await waiting()).length === 1, 5000, 'the finalize to wait for the row lock');
       await db().query('SELECT pg_terminate_backend($1)', [(await waiting())[0]]);
       await meanwhile(tx);
