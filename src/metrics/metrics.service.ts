@@ -57,6 +57,12 @@ export class MetricsService {
     buckets: [1, 2, 4, 8, 16, 32, 64],
     registers: [this.registry],
   });
+  readonly dispatchBatchSize = new Histogram({
+    name: 'onceflow_dispatch_batch_size',
+    help: 'Single dispatches sent as one bulk dispatch (group commit of the dispatches a process makes at once)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 100],
+    registers: [this.registry],
+  });
   readonly runDuration = new Histogram({
     name: 'onceflow_run_duration_seconds',
     help: 'Duration of one run attempt (command execution)',

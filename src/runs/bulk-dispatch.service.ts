@@ -8,7 +8,7 @@ import { MetricsService } from '../metrics/metrics.service';
 import { runJobId } from '../queues/job-ids';
 import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { BulkDispatchItem, BulkDispatchView } from './bulk-dispatch.view';
-import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch.service';
+import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
 import { DispatchRepository } from './dispatch.repository';
 import { RunStatus } from './run-status';
 import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode } from './runs.errors';

@@ -1,6 +1,11 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
+import { Batcher } from '../common/batcher';
+import { isTransientDbError, pgErrorCode } from '../database/pg-errors';
+import { BulkDispatchService } from './bulk-dispatch.service';
+import { BULK_DISPATCH_MAX } from './dto/bulk-dispatch.dto';
+import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
 import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
@@ -10,36 +15,25 @@ import { runJobId } from '../queues/job-ids';
 import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
+import { BulkDispatchItem } from './bulk-dispatch.view';
 import { DispatchView } from './dispatch.view';
 import { RunsRepository } from './runs.repository';
-
-const WHY_NOT: Partial<Record<RunStatus, string>> = {
-  [RunStatus.QUEUED]: 'run is already queued',
-  [RunStatus.RUNNING]: 'run is already running',
-  [RunStatus.RETRYING]: 'run is retrying',
-  [RunStatus.SUCCESS]: 'run already succeeded',
-  [RunStatus.FAILED]: 'run failed; use POST /api/runs/:id/retry',
-  [RunStatus.CANCELLED]: 'run was cancelled',
-};
-
-/** The producer guard of one run's dispatch: short, so that a crashed holder blocks it only briefly. */
-export const dispatchGuardKey = (runId: string) => `dispatch:${runId}`;
-export const DISPATCH_GUARD_TTL_MS = 5000;
-
-/** Why a run in `status` cannot be dispatched: the message of the 409, and of a bulk item. */
-export function whyNotDispatchable(status: RunStatus): string {
-  return WHY_NOT[status] ?? `run is ${status}`;
-}
 
 /**
  * Dispatch = producer guard (short SET NX: a storm of clicks does the work once) → conditional
  * PENDING→QUEUED that bumps the dispatch generation → Bull add with the generation's job id.
  * Postgres is the truth: if the add is lost (Redis down) the run stays QUEUED and the reconciler
  * enqueues it again.
+ *
+ * Group commit: the dispatches this process is asked for in the same turn of the event loop (a
+ * burst of requests, a producer dispatching many runs) go out as ONE bulk dispatch — one pipelined
+ * guard round trip, one conditional statement, one addBulk — and each caller still gets its own
+ * answer, the one its dispatch alone would have had (BulkDispatchService answers per run).
  */
 @Injectable()
 export class DispatchService {
   private readonly logger = new Logger(DispatchService.name);
+  private readonly batcher: Batcher<string, BulkDispatchItem>;
 
   constructor(
     private readonly runs: RunsRepository,
@@ -48,10 +42,25 @@ export class DispatchService {
     private readonly transitions: RunTransitionsRepository,
     private readonly metrics: MetricsService,
     @Inject(WORKER_ID) private readonly workerId: string,
-  ) {}
+    bulk: BulkDispatchService,
+  ) {
+    this.batcher = new Batcher(async (runIds) => (await bulk.dispatch(runIds)).items, {
+      maxSize: BULK_DISPATCH_MAX,
+      // Two dispatches of one run never share a batch: the second is its own, and meets the guard.
+      key: (runId) => runId,
+      // A statement that failed for what one run asked (not a lost connection): each alone, so
+      // that only its caller sees the error.
+      isolate: (err) => pgErrorCode(err) !== undefined && !isTransientDbError(err),
+      onBatch: (size) => metrics.dispatchBatchSize.observe(size),
+    });
+  }
 
-  dispatch(runId: string): Promise<DispatchView> {
-    return this.guarded(runId, [RunStatus.PENDING], 'dispatched');
+  /** PENDING → QUEUED, answered 202, or refused with the RunsError the route maps to 404/409. */
+  async dispatch(runId: string): Promise<DispatchView> {
+    // Postgres spells a UUID in lower case; the batch's items are matched by it.
+    const item = await this.batcher.submit(runId.toLowerCase());
+    if ('error' in item) throw new RunsError(item.error.code, item.error.message);
+    return item;
   }
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */

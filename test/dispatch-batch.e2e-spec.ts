@@ -1,0 +1,158 @@
+import { getQueueToken } from '@nestjs/bull';
+import type { Queue } from 'bull';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import type { PoolClient } from 'pg';
+import { LockService } from '../src/locks/lock.service';
+import { LOCK_SERVICE } from '../src/locks/locks.tokens';
+import { MetricsService } from '../src/metrics/metrics.service';
+import { RUNS_QUEUE } from '../src/queues/queue-names';
+import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey } from '../src/runs/dispatch-rules';
+import { DispatchService } from '../src/runs/dispatch.service';
+import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
+import { tempDir, testEnv } from './support/env';
+import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
+import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
+
+type Outcome = { status: 'fulfilled'; value: unknown } | { status: 'rejected'; reason: unknown };
+
+/**
+ * Group commit of single dispatches: the dispatches a process is asked for in one turn of the
+ * event loop go out as one bulk dispatch, and each caller still gets the answer its own dispatch
+ * would have had — also when one run of the batch is refused, when one row fails, and when the
+ * connection running the batch is dropped. (No worker runs here: the jobs stay in the queue.)
+ */
+describe('dispatch batches (group commit)', () => {
+  let t: TestApp;
+  let dispatcher: DispatchService;
+  let queue: Queue;
+
+  beforeAll(async () => {
+    t = await startApp(testEnv('dbatch', join(tempDir('dbatch'), 'executions.log'), { APP_ROLE: 'api' }));
+    dispatcher = t.app.get(DispatchService);
+    queue = t.app.get(getQueueToken(RUNS_QUEUE));
+  });
+  afterAll(async () => {
+    await t.close();
+    await closeDb();
+  });
+
+  const batches = batchSizeDeltas(() => t.app.get(MetricsService).dispatchBatchSize, 'onceflow_dispatch_batch_size');
+  const pending = (projectId: string, n: number) => Promise.all(Array.from({ length: n }, () => insertRun(projectId)));
+  const dispatchAll = (ids: string[]) => Promise.allSettled(ids.map((id) => dispatcher.dispatch(id)));
+
+  /** Dispatched once, as its own dispatch leaves it: QUEUED at generation 1, one event, one job. */
+  async function expectQueuedOnce(runId: string, outcome: Outcome) {
+    const jobId = `run.${runId}.g1`;
+    expect(outcome).toEqual({ status: 'fulfilled', value: { runId, status: 'QUEUED', jobId } });
+    expect(await runRow(runId)).toMatchObject({ status: 'QUEUED', dispatch_generation: 1 });
+    expect((await runEvents(runId)).map((e) => [e.from_status, e.to_status, e.reason])).toEqual([
+      ['PENDING', 'QUEUED', 'dispatched'],
+    ]);
+    expect((await queue.getJob(jobId))?.data).toEqual({ runId, generation: 1 });
+  }
+
+  async function expectUntouched(runId: string, status = 'PENDING') {
+    expect(await runRow(runId)).toMatchObject({ status, dispatch_generation: 0 });
+    expect(await runEvents(runId)).toHaveLength(0);
+    expect(await queue.getJob(`run.${runId}.g1`)).toBeNull();
+  }
+
+  const refused = (code: string, message: RegExp | string) => ({
+    status: 'rejected',
+    reason: expect.objectContaining({ code, message: expect.stringMatching(message) }),
+  });
+
+  it('40 dispatches at once share one statement, and each is answered with its own run and job', async () => {
+    const project = await insertProject(50);
+    const ids = await pending(project.id, 40);
+    await batches();
+    const outcomes = await dispatchAll(ids);
+    expect(await batches()).toEqual({ statements: 1, rows: 40 });
+    for (const [i, id] of ids.entries()) await expectQueuedOnce(id, outcomes[i]);
+  });
+
+  it('a mixed batch: each caller gets the answer its dispatch alone would get, the others are queued', async () => {
+    const project = await insertProject(50);
+    const [a, b, c] = await pending(project.id, 3);
+    const queued = await insertRun(project.id, { status: 'QUEUED' });
+    const succeeded = await insertRun(project.id, { status: 'SUCCESS', attempts: 1 });
+    const guarded = await insertRun(project.id);
+    const missing = randomUUID();
+    const locks = t.app.get<LockService>(LOCK_SERVICE);
+    const owner = await locks.enterGuard(dispatchGuardKey(guarded), DISPATCH_GUARD_TTL_MS);
+    try {
+      await batches();
+      const outcomes = await dispatchAll([a, queued, missing, b, succeeded, guarded, c.toUpperCase()]);
+      expect(await batches()).toEqual({ statements: 1, rows: 7 });
+      expect(outcomes[1]).toMatchObject(refused('RUN_NOT_DISPATCHABLE', 'run is already queued'));
+      expect(outcomes[2]).toMatchObject(refused('RUN_NOT_FOUND', `run ${missing} not found`));
+      expect(outcomes[4]).toMatchObject(refused('RUN_NOT_DISPATCHABLE', 'run already succeeded'));
+      expect(outcomes[5]).toMatchObject(refused('DISPATCH_IN_PROGRESS', 'already in progress'));
+      await expectQueuedOnce(a, outcomes[0]);
+      await expectQueuedOnce(b, outcomes[3]);
+      // An id in upper case names the same run; it is answered as Postgres spells it.
+      await expectQueuedOnce(c, outcomes[6]);
+      await expectUntouched(guarded);
+      expect(await runEvents(queued)).toHaveLength(0);
+    } finally {
+      await locks.leaveGuard(dispatchGuardKey(guarded), owner!);
+    }
+  });
+
+  it('two dispatches of one run in one turn go to separate batches: one queues it, the other is refused', async () => {
+    const project = await insertProject(50);
+    const [run, other] = await pending(project.id, 2);
+    await batches();
+    const outcomes = await dispatchAll([run, other, run]);
+    expect(await batches()).toEqual({ statements: 2, rows: 3 });
+    const won = outcomes[0].status === 'fulfilled' ? 0 : 2;
+    await expectQueuedOnce(run, outcomes[won]);
+    expect(outcomes[2 - won]).toMatchObject({
+      status: 'rejected',
+      reason: expect.objectContaining({ code: expect.stringMatching(/^(DISPATCH_IN_PROGRESS|RUN_NOT_DISPATCHABLE)$/) }),
+    });
+    await expectQueuedOnce(other, outcomes[1]);
+  });
+
+  it('a row the database refuses fails only its own caller; the rest of its batch is queued', async () => {
+    const project = await insertProject(50);
+    const ids = await pending(project.id, 4);
+    // A generation at the integer's limit cannot be bumped (22003): a fault of that one row.
+    await db().query('UPDATE runs SET dispatch_generation = 2147483647 WHERE id = $1', [ids[1]]);
+    await batches();
+    const outcomes = await dispatchAll(ids);
+    // The failed statement, then each run alone.
+    expect(await batches()).toEqual({ statements: 5, rows: 8 });
+    expect(outcomes[1]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ code: '22003' }) });
+    expect(await runRow(ids[1])).toMatchObject({ status: 'PENDING', dispatch_generation: 2147483647 });
+    for (const i of [0, 2, 3]) await expectQueuedOnce(ids[i], outcomes[i]);
+  });
+
+  it('a connection dropped mid-batch: every caller gets the error, nothing is half done, and a retry queues each run once', async () => {
+    const project = await insertProject(50);
+    const ids = await pending(project.id, 10);
+    await batches();
+    const tx: PoolClient = await db().connect();
+    let outcomes: Outcome[];
+    try {
+      // Holds the runs' row locks, so that the batch's statement waits inside its round trip.
+      await tx.query('BEGIN');
+      await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [ids]);
+      const answered = dispatchAll(ids);
+      await waitFor(async () => (await appBackendsWaitingForALock()).length === 1, 5000, 'the batch to wait');
+      expect(await batches()).toEqual({ statements: 1, rows: 10 });
+      await db().query('SELECT pg_terminate_backend($1)', [(await appBackendsWaitingForALock())[0]]);
+      await tx.query('COMMIT');
+      outcomes = await answered;
+    } finally {
+      tx.release();
+    }
+    for (const o of outcomes)
+      expect(o).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ code: '57P01' }) });
+    for (const id of ids) await expectUntouched(id);
+    // The guards were left: the retry is not refused as "in progress".
+    const retried = await dispatchAll(ids);
+    for (const [i, id] of ids.entries()) await expectQueuedOnce(id, retried[i]);
+  });
+});
