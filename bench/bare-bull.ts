@@ -23,12 +23,17 @@ export interface BareBullResult {
   redisCpuMsPerJob: number;
 }
 
-/** With `fork`, each job's processor forks `sh -c true` and waits for it (the full path's baseline). */
+/**
+ * What the consumer's handler does: nothing; fork `sh -c true` and wait for it (the full path's
+ * baseline); or take and release the job's run lock (bare Bull plus onceflow's run lock).
+ */
+export type BareMode = 'noop' | 'fork' | 'lock';
+
 export async function measureBareBull(
   config: AppConfig,
   jobs: number,
   producerConcurrency: number,
-  fork_ = false,
+  mode: BareMode = 'noop',
 ): Promise<BareBullResult> {
   const queueName = `bare_${randomUUID().slice(0, 8)}`;
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
@@ -38,7 +43,7 @@ export async function measureBareBull(
       REDIS_PREFIX: config.redis.prefix,
       BARE_QUEUE: queueName,
       WORKER_CONCURRENCY: String(config.worker.concurrency),
-      BARE_FORK: fork_ ? '1' : '',
+      BARE_MODE: mode,
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

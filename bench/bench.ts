@@ -110,10 +110,15 @@ async function main(): Promise<void> {
     await prepareDatabase(databaseUrl);
 
     let bare: BareBullResult | undefined;
+    let bareLocked: BareBullResult | undefined;
     if (has('bare')) {
       log(`bare Bull: ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
       bare = await measureBareBull(config, bareJobs, producers);
       log(`  ${bare.jobsPerSec.toFixed(0)} jobs/s`);
+      // The rung between bare Bull and a guarded run: the same jobs, each under its run lock.
+      log(`bare Bull + run lock: ${bareJobs} jobs, each taking and releasing its run lock`);
+      bareLocked = await measureBareBull(config, bareJobs, producers, 'lock');
+      log(`  ${bareLocked.jobsPerSec.toFixed(0)} jobs/s`);
     }
 
     // The peer before and after the guarded phases: a machine that slows down (a neighbour, heat)
@@ -190,7 +195,7 @@ async function main(): Promise<void> {
     let bareFork: BareBullResult | undefined;
     if (has('fullpath')) {
       log(`bare Bull forking sh -c true: ${fullRuns} jobs, concurrency ${concurrency}`);
-      bareFork = await measureBareBull(config, fullRuns, producers, true);
+      bareFork = await measureBareBull(config, fullRuns, producers, 'fork');
       log(`  ${bareFork.jobsPerSec.toFixed(0)} jobs/s`);
       log(`full path: ${fullRuns} runs created + dispatched over HTTP, one worker forking sh -c true`);
       fullPath = await measureFullPath(
@@ -242,6 +247,7 @@ async function main(): Promise<void> {
       producers,
       bare,
       bareFork,
+      bareLocked,
       graphile,
       guarded,
       runsCreatedPerSec,

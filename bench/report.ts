@@ -19,6 +19,8 @@ export interface BenchInputs {
   concurrency: number;
   producers: number;
   bare?: BareBullResult;
+  /** Bare Bull whose handler takes and releases the job's run lock: the ladder's middle rung. */
+  bareLocked?: BareBullResult;
   bareFork?: BareBullResult;
   /** graphile-worker before and after the guarded phase (the sandwich). */
   graphile: GraphileResult[];
@@ -83,6 +85,37 @@ export function buildReport(i: BenchInputs) {
   const duplicatesExecuted =
     i.guarded.reduce((n, g) => n + g.duplicatesExecuted, 0) + (i.fullPath?.duplicatesExecuted ?? 0);
   const guarded = i.guarded.length > 0;
+  // The cost of each guarantee, side by side: the same jobs through bare Bull, then under the run
+  // lock, then as guarded runs (Postgres state machine, fenced claim and finalize with the outbox
+  // row, producer guard and conditional dispatch, every run dispatched twice).
+  const bareRung = (label: string, b: BareBullResult | undefined) =>
+    b && {
+      label,
+      perSec: r(b.jobsPerSec),
+      cpuMs: {
+        worker: r(b.workerCpuMsPerJob, 3),
+        producer: r(b.producerCpuMsPerJob, 3),
+        postgres: 0,
+        redis: r(b.redisCpuMsPerJob, 3),
+        total: r((b.workerCpuMsPerJob ?? NaN) + b.producerCpuMsPerJob + b.redisCpuMsPerJob, 3),
+      },
+    };
+  const guaranteeLadder = [
+    bareRung('bare Bull, no guarantee', i.bare),
+    bareRung('+ run lock (Redis, fencing token)', i.bareLocked),
+    one &&
+      cpu && {
+        label: '+ Postgres state + producer guard (guarded)',
+        perSec: r(one.runsPerSec),
+        cpuMs: {
+          worker: r(cpu.worker, 3),
+          producer: r(cpu.producer, 3),
+          postgres: r(cpu.postgres, 3),
+          redis: r(cpu.redis, 3),
+          total: r(cpuTotal, 3),
+        },
+      },
+  ].filter((x) => !!x);
   const targets: Target[] = [
     target('graphileRatio', 'guarded runs/s ÷ graphile-worker jobs/s', div(one?.runsPerSec, graphileMean), '>=', 3),
     target(
@@ -137,6 +170,8 @@ export function buildReport(i: BenchInputs) {
     dispatchesInFlight: i.producers,
     bareBullJobsPerSec: r(i.bare?.jobsPerSec),
     bareBullForkJobsPerSec: r(i.bareFork?.jobsPerSec),
+    bareBullLockedJobsPerSec: r(i.bareLocked?.jobsPerSec),
+    guaranteeLadder,
     graphileJobsPerSec: i.graphile.map((g) => round(g.jobsPerSec)),
     graphileJobsPerSecMean: r(graphileMean),
     graphileDuplicatesExecuted: i.graphile.map((g) => g.duplicatesExecuted),
@@ -179,6 +214,7 @@ export function buildReport(i: BenchInputs) {
     targets,
     details: {
       bareBull: i.bare,
+      bareBullLocked: i.bareLocked,
       bareBullFork: i.bareFork,
       graphile: i.graphile,
       guarded: i.guarded,
@@ -244,6 +280,19 @@ export function printTable(rep: BenchReport): void {
         ? `${show(rep.dispatchRunsPerSec.single)} / ${show(rep.dispatchRunsPerSec.bulk)} (×${show(rep.dispatchRunsPerSec.speedup, 2)})`
         : '—',
     ),
+    '',
+    'the cost of each guarantee: per second, CPU ms per run (worker+producer+pg+redis = total)',
+    ...(rep.guaranteeLadder.length
+      ? rep.guaranteeLadder.map((g) =>
+          line(
+            `  ${g.label}`.slice(0, w[0]),
+            show(g.perSec),
+            '',
+            [g.cpuMs.worker, g.cpuMs.producer, g.cpuMs.postgres, g.cpuMs.redis].map((x) => show(x, 2)).join('+') +
+              ` = ${show(g.cpuMs.total, 2)}`,
+          ),
+        )
+      : ['  —']),
     '',
     'written to bench/results/latest.json and bench/results/latest.svg',
   ];
