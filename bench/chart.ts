@@ -1,6 +1,7 @@
 /**
  * bench/results/latest.svg, drawn by hand from the report (no charting dependency): on the left,
- * runs (jobs) per second of onceflow's guarded runs, bare Bull and graphile-worker, and of the
+ * runs (jobs) per second of onceflow's guarded runs, bare Bull (alone and under the run lock) and
+ * graphile-worker, and of the
  * full path with a forked command against bare Bull forking the same; on the right, where a
  * guarded run's CPU goes (worker, producer, Postgres, Redis). A figure not measured is left out.
  */
@@ -14,6 +15,7 @@ export function renderChart(r: BenchReport): string {
   const bars: Array<{ label: string; value: number | null; color: string }> = [
     { label: 'onceflow guarded runs (no-op)', value: r.guardedRunsPerSecOneWorker, color: '#2b7a78' },
     { label: 'bare Bull no-op jobs (no guarantee)', value: r.bareBullJobsPerSec, color: '#9aa5b1' },
+    { label: 'bare Bull jobs under the run lock', value: r.bareBullLockedJobsPerSec, color: '#7b8794' },
     { label: 'graphile-worker jobs (mean of 2)', value: r.graphileJobsPerSecMean, color: '#c9803a' },
     { label: 'onceflow full path, fork sh -c true', value: r.fullPathRunsPerSec, color: '#2b7a78' },
     { label: 'bare Bull forking sh -c true', value: r.bareBullForkJobsPerSec, color: '#9aa5b1' },
