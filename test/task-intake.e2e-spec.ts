@@ -3,10 +3,13 @@ import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { DataSource } from 'typeorm';
 import { pgConstraint, pgErrorCode } from '../src/database/pg-errors';
+import { pgPool } from '../src/database/pg-statements';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { UQ_PROJECTS_NAME } from '../src/runs/entities/project.entity';
 import { ExternalWorkItem, TaskIntakeService } from '../src/tasks/task-intake.service';
+import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testEnv } from './support/env';
 
@@ -15,10 +18,12 @@ describe('TaskIntakeService', () => {
   const countFile = join(tempDir('intake'), 'executions.log');
   let t: TestApp;
   let intake: TaskIntakeService;
+  let deliveries: WebhookDeliveriesRepository;
 
   beforeAll(async () => {
     t = await startApp(testEnv('intake', countFile, { APP_ROLE: 'api' }));
     intake = t.app.get(TaskIntakeService);
+    deliveries = t.app.get(WebhookDeliveriesRepository);
   });
   afterAll(async () => {
     await t.close();
@@ -35,6 +40,14 @@ describe('TaskIntakeService', () => {
     requirement: 'First title\n\nDo it',
     ...over,
   });
+  /** One project for every "known project" case: the suite's project count stays small (api.e2e lists them all). */
+  const known = { externalId: randomUUID(), name: `Known ${randomUUID()}`, maxConcurrentRuns: 2 };
+  /** An item, of the known project (seen before the call returns) or of a project never seen. */
+  const itemOf = async (knownProject: boolean): Promise<ExternalWorkItem> => {
+    if (!knownProject) return item();
+    await intake.open(item({ project: known }));
+    return item({ project: known });
+  };
   const task = async (id: string) => (await db().query('SELECT * FROM tasks WHERE id = $1', [id])).rows[0];
   const run = async (id: string) => (await db().query('SELECT * FROM runs WHERE id = $1', [id])).rows[0];
   const taskDirs = (projectId: string) => {
@@ -44,66 +57,111 @@ describe('TaskIntakeService', () => {
   const allTaskDirs = () =>
     existsSync(t.config.runs.workspaceRoot) ? readdirSync(t.config.runs.workspaceRoot).flatMap(taskDirs).sort() : [];
 
-  it('creates the task, its workspace and its QUEUED authoring run, and enqueues the run', async () => {
-    const it1 = item();
-    const seen: unknown[] = [];
-    const result = await intake.open(it1, async (_em, created) => void seen.push(created));
-    expect(result).toMatchObject({ kind: 'created', taskId: expect.any(String), runId: expect.any(String) });
-    const created = result as { taskId: string; runId: string; projectId: string };
-    expect(seen).toEqual([{ taskId: created.taskId, runId: created.runId }]);
-    expect(await task(created.taskId)).toMatchObject({
-      project_id: created.projectId,
-      external_provider: 'plane',
-      external_id: it1.externalId,
-      title: 'First title',
-      url: it1.url,
-      status: 'open',
-      metadata: it1.metadata,
-    });
-    expect(await run(created.runId)).toMatchObject({
-      task_id: created.taskId,
-      kind: 'authoring',
-      status: 'QUEUED',
-      requirement: it1.requirement,
-      project_id: created.projectId,
-    });
-    expect(taskDirs(created.projectId)).toEqual([created.taskId]);
-    const queue = t.app.get<Queue>(getQueueToken(RUNS_QUEUE));
-    const jobs = await queue.getJobs(['waiting', 'delayed']);
-    expect(jobs.filter((j) => j.data.runId === created.runId)).toHaveLength(1);
+  /** The caller's extra work of the tests: a delivery row, marked by the statement that creates the task. */
+  const delivery = async () =>
+    (
+      await db().query(
+        `INSERT INTO webhook_deliveries (provider, dedupe_key, payload_version, event, payload)
+         VALUES ('plane', $1, 'v1', 'issue', '{}') RETURNING id`,
+        [randomUUID()],
+      )
+    ).rows[0].id as string;
+  const marking = (deliveryId: string) => (run: string) => deliveries.processedCte(deliveryId, 'task_created', run);
+  /** Extra work that fails: a copy of the task's project under the same name (uq_projects_name). */
+  const projectCopy = (run: string) => ({
+    text: `project_copy AS (
+        INSERT INTO projects (id, name, workspace_path)
+        SELECT gen_random_uuid(), p.name, p.workspace_path || '-copy' FROM projects p JOIN ${run} ON p.id = ${run}.project_id
+      )`,
+    values: {},
   });
+  const count = async (sql: string, param: string) => (await db().query(sql, [param])).rows[0].n as number;
 
-  it('rolls back everything, workspace included, when the caller’s extra work fails', async () => {
-    const it1 = item();
-    const before = allTaskDirs();
-    await expect(intake.open(it1, () => Promise.reject(new Error('marking failed')))).rejects.toThrow('marking failed');
-    expect(
-      (await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n,
-    ).toBe(0);
-    const { rows } = await db().query('SELECT id FROM projects WHERE external_id = $1', [it1.project.externalId]);
-    expect(rows).toHaveLength(0);
-    expect(allTaskDirs()).toEqual(before);
-  });
-
-  it('a unique violation that is not a business key (here the project name) is the caller’s error, rolled back, not "exists"', async () => {
-    const it1 = item();
-    const err = await intake
-      .open(it1, async (em, created) => {
-        await em.query(
-          `INSERT INTO projects (id, name, workspace_path)
-           SELECT gen_random_uuid(), name, workspace_path || '-copy' FROM projects WHERE id = (SELECT project_id FROM tasks WHERE id = $1)`,
-          [created.taskId],
-        );
-      })
-      .then(
-        () => null,
-        (e: unknown) => e,
+  it.each([
+    ['a project seen for the first time', false],
+    ['a known project', true],
+  ])(
+    '%s: creates the task, its workspace and its QUEUED authoring run, marks the caller’s row with them, and enqueues the run',
+    async (_, knownProject) => {
+      const it1 = await itemOf(knownProject);
+      const before = allTaskDirs();
+      const deliveryId = await delivery();
+      const result = await intake.open(it1, marking(deliveryId));
+      expect(result).toMatchObject({ kind: 'created', taskId: expect.any(String), runId: expect.any(String) });
+      const created = result as { taskId: string; runId: string; projectId: string };
+      const marked = await db().query('SELECT status, reason, task_id, run_id FROM webhook_deliveries WHERE id = $1', [
+        deliveryId,
+      ]);
+      expect(marked.rows[0]).toEqual({
+        status: 'processed',
+        reason: 'task_created',
+        task_id: created.taskId,
+        run_id: created.runId,
+      });
+      expect(await task(created.taskId)).toMatchObject({
+        project_id: created.projectId,
+        external_provider: 'plane',
+        external_id: it1.externalId,
+        title: 'First title',
+        url: it1.url,
+        status: 'open',
+        metadata: it1.metadata,
+      });
+      expect(await run(created.runId)).toMatchObject({
+        task_id: created.taskId,
+        kind: 'authoring',
+        status: 'QUEUED',
+        dispatch_generation: 1,
+        requirement: it1.requirement,
+        project_id: created.projectId,
+      });
+      const events = await db().query(
+        'SELECT from_status, to_status, attempt, fencing_token, reason FROM run_events WHERE run_id = $1',
+        [created.runId],
       );
-    expect([pgErrorCode(err), pgConstraint(err)]).toEqual(['23505', UQ_PROJECTS_NAME]);
-    expect(
-      (await db().query('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', [it1.externalId])).rows[0].n,
-    ).toBe(0);
-  });
+      expect(events.rows).toEqual([
+        { from_status: null, to_status: 'QUEUED', attempt: 0, fencing_token: '0', reason: 'created and dispatched' },
+      ]);
+      expect(allTaskDirs()).toEqual([...before, created.taskId].sort());
+      const queue = t.app.get<Queue>(getQueueToken(RUNS_QUEUE));
+      const jobs = await queue.getJobs(['waiting', 'delayed']);
+      expect(jobs.filter((j) => j.data.runId === created.runId)).toHaveLength(1);
+    },
+  );
+
+  it.each([
+    ['a project seen for the first time', false],
+    ['a known project', true],
+  ])(
+    '%s: the caller’s extra work fails (a non-business unique key, the project name): the caller’s error, nothing kept, workspace included',
+    async (_, knownProject) => {
+      const it1 = await itemOf(knownProject);
+      const before = allTaskDirs();
+      const deliveryId = await delivery();
+      const err = await intake
+        .open(it1, (run) => {
+          const mark = marking(deliveryId)(run);
+          const copy = projectCopy(run);
+          return { text: `${mark.text}, ${copy.text}`, values: mark.values };
+        })
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
+      expect([pgErrorCode(err), pgConstraint(err)]).toEqual(['23505', UQ_PROJECTS_NAME]);
+      expect(await count('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', it1.externalId)).toBe(0);
+      expect(
+        await count('SELECT count(*)::int AS n FROM projects WHERE external_id = $1', it1.project.externalId),
+      ).toBe(knownProject ? 1 : 0);
+      expect(
+        await count(
+          `SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = $1 AND status = 'accepted'`,
+          deliveryId,
+        ),
+      ).toBe(1);
+      expect(allTaskDirs()).toEqual(before);
+    },
+  );
 
   it('a known item is "exists"; only a newer updatedAt refreshes title, url and metadata', async () => {
     const first = item();
@@ -168,10 +226,16 @@ describe('TaskIntakeService', () => {
     expect(await intake.close('github', it1.externalId, 'deleted')).toEqual({ kind: 'not_found' });
   });
 
-  it.each([false, true])(
-    'ten concurrent opens of one item (probablyNew %s): one created, nine exists, one workspace',
-    async (probablyNew) => {
-      const it1 = item();
+  it.each([
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ])(
+    'ten concurrent opens of one item (probablyNew %s, known project %s): one created, nine exists, one workspace',
+    async (probablyNew, knownProject) => {
+      const it1 = await itemOf(knownProject);
+      const before = allTaskDirs();
       const results = await Promise.all(Array.from({ length: 10 }, () => intake.open(it1, undefined, probablyNew)));
       const created = results.filter((r) => r.kind === 'created') as Array<{
         taskId: string;
@@ -180,7 +244,7 @@ describe('TaskIntakeService', () => {
       }>;
       expect(created).toHaveLength(1);
       for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
-      expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+      expect(allTaskDirs()).toEqual([...before, created[0].taskId].sort());
     },
   );
 
@@ -251,5 +315,25 @@ describe('TaskIntakeService', () => {
     } finally {
       holder.release();
     }
+  });
+
+  it('a known project whose prepared statements vanished (a pooler, a DEALLOCATE): created once all the same', async () => {
+    // Last: after a 26000 this instance stops preparing.
+    const it1 = await itemOf(true);
+    const before = allTaskDirs();
+    const pool = pgPool(t.app.get(DataSource));
+    const clients = await Promise.all(Array.from({ length: pool.idleCount }, () => pool.connect()));
+    for (const c of clients) await c.query('DEALLOCATE ALL');
+    clients.forEach((c) => c.release());
+    const results = await Promise.all(Array.from({ length: 4 }, () => intake.open(it1, undefined, true)));
+    const created = results.filter((r) => r.kind === 'created') as Array<{ taskId: string; projectId: string }>;
+    expect(created).toHaveLength(1);
+    expect(
+      await count(
+        'SELECT count(*)::int AS n FROM runs WHERE task_id IN (SELECT id FROM tasks WHERE external_id = $1)',
+        it1.externalId,
+      ),
+    ).toBe(1);
+    expect(allTaskDirs()).toEqual([...before, created[0].taskId].sort());
   });
 });

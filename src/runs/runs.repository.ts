@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { afterCursor, CREATED_US } from '../common/cursor';
+import type { NamedStatement } from '../database/named-params';
 import { RunKind, RunStatus } from './run-status';
 import { RunRow } from './run-transitions.repository';
 
@@ -38,6 +39,38 @@ export class RunsRepository {
       [r.projectId, r.taskId, r.kind, r.requirement, r.status, r.dispatchGeneration],
     );
     return rows[0] ?? null;
+  }
+
+  /**
+   * insert() and its creation event as the data-modifying CTEs `run` and `run_created`, for a
+   * statement in which `source` yields the new task as `id` and `project_id` (nothing: no run).
+   * One round trip where insert() and RunTransitionsRepository.recordCreated() take two. The
+   * values are named `run*`, so they cannot collide with the statement's own.
+   */
+  creationCte(
+    source: string,
+    r: Omit<RunInsert, 'projectId' | 'taskId'>,
+    event: { workerId: string | null; reason: string },
+  ): NamedStatement {
+    const text = `run AS (
+        INSERT INTO runs (project_id, task_id, kind, requirement, status, dispatch_generation)
+        SELECT ${source}.project_id, ${source}.id, :runKind::text, :runRequirement::text, :runStatus::text, :runGeneration::int
+          FROM ${source}
+        RETURNING *
+      ),
+      run_created AS (
+        INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
+        SELECT run.id, NULL, run.status, 0, 0, :runWorkerId::text, :runReason::text FROM run
+      )`;
+    const values = {
+      runKind: r.kind,
+      runRequirement: r.requirement,
+      runStatus: r.status,
+      runGeneration: r.dispatchGeneration,
+      runWorkerId: event.workerId,
+      runReason: event.reason,
+    };
+    return { text, values };
   }
 
   async findById(id: string): Promise<RunRow | null> {

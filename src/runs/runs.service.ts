@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import type { NamedStatement } from '../database/named-params';
 import { projectNotFound, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { toPage } from '../common/cursor';
 import { WORKER_ID } from '../locks/locks.module';
@@ -19,6 +20,20 @@ export interface NewRun {
   dispatch?: boolean;
   taskId?: string | null;
   kind?: RunKind;
+}
+
+/** Born QUEUED (generation 1) when dispatched at once, else PENDING. */
+function birth(input: Pick<NewRun, 'dispatch' | 'kind' | 'requirement'>) {
+  return {
+    kind: input.kind ?? RunKind.MANUAL,
+    requirement: input.requirement,
+    status: input.dispatch ? (RunStatus.QUEUED as const) : (RunStatus.PENDING as const),
+    dispatchGeneration: input.dispatch ? 1 : 0,
+  };
+}
+
+function creationReason(input: Pick<NewRun, 'dispatch'>): string {
+  return input.dispatch ? 'created and dispatched' : 'created';
 }
 
 @Injectable()
@@ -40,14 +55,19 @@ export class RunsService {
     const run = await this.runs.insert(em, {
       projectId: input.projectId,
       taskId: input.taskId ?? null,
-      kind: input.kind ?? RunKind.MANUAL,
-      requirement: input.requirement,
-      status: input.dispatch ? RunStatus.QUEUED : RunStatus.PENDING,
-      dispatchGeneration: input.dispatch ? 1 : 0,
+      ...birth(input),
     });
     if (!run) throw projectNotFound(input.projectId);
-    await this.transitions.recordCreated(em, run, input.dispatch ? 'created and dispatched' : 'created', this.workerId);
+    await this.transitions.recordCreated(em, run, creationReason(input), this.workerId);
     return run;
+  }
+
+  /**
+   * createInTx() as CTEs (`run`, `run_created`) of the caller's statement, for each task that
+   * `source` yields (`id`, `project_id`); the same row and event. Enqueue after commit as above.
+   */
+  creationCte(source: string, input: Omit<NewRun, 'projectId' | 'taskId'>): NamedStatement {
+    return this.runs.creationCte(source, birth(input), { workerId: this.workerId, reason: creationReason(input) });
   }
 
   async enqueueAfterCommit(run: RunRow): Promise<void> {

@@ -3,6 +3,8 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
+import { randomUUID } from 'node:crypto';
+import type { NamedStatement } from '../database/named-params';
 import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
@@ -33,8 +35,11 @@ export type OpenResult =
 export type CloseResult =
   { kind: 'closed'; taskId: string; runId: string | null; runCancelled: boolean } | { kind: 'not_found' };
 
-/** Extra work the caller wants committed atomically with a new task (e.g. marking its delivery). */
-export type WithinCreate = (em: EntityManager, created: { taskId: string; runId: string }) => Promise<void>;
+/**
+ * Extra work the caller wants committed atomically with a new task (e.g. marking its delivery):
+ * a data-modifying CTE of the statement that creates it, over `run` (the new run: `id`, `task_id`).
+ */
+export type WithinCreate = (run: string) => NamedStatement;
 
 /** Unique constraints whose violation means "someone else created it first": a result, not a 500. */
 const BUSINESS_KEYS = new Set([UX_TASKS_EXTERNAL_REF, UX_RUNS_TASK_AUTHORING]);
@@ -44,10 +49,11 @@ const ENQUEUE_BUDGET_MS = 2000;
 
 /**
  * One task, one authoring run, one workspace per external work item, however often and however
- * concurrently it is announced. Cheap read first (a known item costs one SELECT); otherwise one
- * transaction whose `INSERT … ON CONFLICT DO NOTHING RETURNING` decides the single winner, and
- * only the winner provisions the workspace and creates the run. Round trips of a new item: BEGIN,
- * project + task (one statement), run + its event (runs' own two), the caller's extra work, COMMIT.
+ * concurrently it is announced. Cheap read first (a known item costs one SELECT); otherwise the
+ * workspace of a fresh task id is provisioned, then ONE statement inserts the task (`ON CONFLICT
+ * DO NOTHING` decides the single winner), its run, the run's event and the caller's extra work; a
+ * loser removes its workspace. A known project: its id (one prepared SELECT) and that statement,
+ * prepared, on its own. A project seen for the first time: both in a transaction that creates it.
  */
 @Injectable()
 export class TaskIntakeService {
@@ -70,52 +76,49 @@ export class TaskIntakeService {
       const known = await this.findAndRefresh(item);
       if (known) return { kind: 'exists', ...known };
     }
+    const root = this.config.runs.workspaceRoot;
+    const taskId = randomUUID();
     let workspace: string | null = null;
-    try {
-      const created = await this.ds.transaction(async (em) => {
-        const { projectId, taskId } = await this.insertTask(em, item);
-        if (!taskId) return null; // a concurrent intake committed it first: it owns workspace and run
-        workspace = join(this.config.runs.workspaceRoot, projectId, 'tasks', taskId);
-        // Never through a symlink a command of this project could have planted below the root.
-        await ensureWorkspace(this.config.runs.workspaceRoot, workspace);
-        const run = await this.runs.createInTx(em, {
-          projectId,
-          taskId,
-          requirement: item.requirement,
-          kind: RunKind.AUTHORING,
-          dispatch: true,
-        });
-        await within?.(em, { taskId, runId: run.id });
-        return { run, taskId, projectId };
+    const create = async (projectId: string, em?: EntityManager) => {
+      workspace = join(root, projectId, 'tasks', taskId);
+      // Never through a symlink a command of this project could have planted below the root.
+      await ensureWorkspace(root, workspace);
+      const task = { id: taskId, projectId, provider: item.provider, fields: taskFields(item) };
+      const run = this.runs.creationCte('task', {
+        requirement: item.requirement,
+        kind: RunKind.AUTHORING,
+        dispatch: true,
       });
-      if (!created) return await this.existing(item);
-      await this.enqueue(created.run);
-      return { kind: 'created', taskId: created.taskId, runId: created.run.id, projectId: created.projectId };
+      return this.tasks.insertWithRun(task, run, within?.('run'), em);
+    };
+    try {
+      const projectId = await this.tasks.projectIdOf(item.provider, item.project.externalId);
+      const run = projectId
+        ? await create(projectId)
+        : await this.ds.transaction(async (em) =>
+            create((await this.tasks.ensureProject(em, root, this.ref(item))).id, em),
+          );
+      if (!run) {
+        // A concurrent intake committed the task first: it owns workspace and run.
+        await this.removeWorkspace(workspace);
+        return await this.existing(item);
+      }
+      await this.enqueue(run);
+      return { kind: 'created', taskId, runId: run.id, projectId: run.project_id };
     } catch (err) {
-      // The task id was this transaction's own, so nobody else can be using its directory.
-      if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
+      // The task id was this call's own, so nobody else can be using its directory.
+      await this.removeWorkspace(workspace);
       if (pgErrorCode(err) === '23505' && BUSINESS_KEYS.has(pgConstraint(err) ?? '')) return this.existing(item);
       throw err;
     }
   }
 
-  /**
-   * The project (created on first sight) and the task, in one statement; `taskId` null when the
-   * item already has its task. If the project was committed by a concurrent intake after this
-   * statement's snapshot, the statement cannot see it: then the project is read by a statement of
-   * its own (a new snapshot) and the task inserted by another.
-   */
-  private async insertTask(
-    em: EntityManager,
-    item: ExternalWorkItem,
-  ): Promise<{ projectId: string; taskId: string | null }> {
-    const ref = { provider: item.provider, ...item.project };
-    const task = taskFields(item);
-    const root = this.config.runs.workspaceRoot;
-    const first = await this.tasks.insertWithProject(em, root, ref, task);
-    if (first.projectId) return { projectId: first.projectId, taskId: first.taskId };
-    const project = await this.tasks.ensureProject(em, root, ref);
-    return { projectId: project.id, taskId: await this.tasks.insertForProject(em, project.id, item.provider, task) };
+  private ref(item: ExternalWorkItem): ExternalProjectRef {
+    return { provider: item.provider, ...item.project };
+  }
+
+  private async removeWorkspace(workspace: string | null): Promise<void> {
+    if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
   }
 
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */

@@ -3,7 +3,9 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
+import { bindNamed, mergeValues, NamedStatement } from '../database/named-params';
 import { PgStatements } from '../database/pg-statements';
+import type { RunRow } from '../runs/run-transitions.repository';
 import { RunKind } from '../runs/run-status';
 import { TaskStatus } from './task.entity';
 import { TASK_SELECT, TaskRow } from './task.view';
@@ -53,45 +55,46 @@ export class TasksRepository {
     private readonly statements: PgStatements,
   ) {}
 
-  /**
-   * The project (created on first sight) and the task, in one statement; `taskId` null when the
-   * item already has its task, `projectId` null when the project was committed by a concurrent
-   * intake after this statement's snapshot (it cannot see it: `ensureProject` then reads it).
-   */
-  async insertWithProject(
-    em: EntityManager,
-    workspaceRoot: string,
-    ref: ExternalProjectRef,
-    task: TaskFields,
-  ): Promise<{ projectId: string | null; taskId: string | null }> {
-    const rows: Array<{ project_id: string | null; task_id: string | null }> = await em.query(
-      `WITH new_project AS (${EXTERNAL_PROJECT_INSERT}),
-       project AS ((SELECT id FROM new_project) UNION ALL (SELECT id FROM projects WHERE external_provider = $5 AND external_id = $6) LIMIT 1),
-       task AS (
-         INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
-         SELECT project.id, $5, $7, $8, $9, $10 FROM project
-         ${TASK_INSERT_CONFLICT}
-         RETURNING id
-       )
-       SELECT (SELECT id FROM project) AS project_id, (SELECT id FROM task) AS task_id`,
-      [...externalProjectParams(workspaceRoot, ref), ...task],
+  /** The onceflow project of an external project, if it has been seen (prepared: asked by every new item). */
+  async projectIdOf(provider: string, externalId: string): Promise<string | null> {
+    const rows = await this.statements.preparedRows<{ id: string }>(
+      'SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2',
+      [provider, externalId],
     );
-    return { projectId: rows[0]?.project_id ?? null, taskId: rows[0]?.task_id ?? null };
+    return rows[0]?.id ?? null;
   }
 
-  /** The task of a known project; null when the item already has its task. */
-  async insertForProject(
-    em: EntityManager,
-    projectId: string,
-    provider: string,
-    task: TaskFields,
-  ): Promise<string | null> {
-    const inserted: Array<{ id: string }> = await em.query(
-      `INSERT INTO tasks (project_id, external_provider, external_id, url, title, metadata)
-       VALUES ($1, $2, $3, $4, $5, $6) ${TASK_INSERT_CONFLICT} RETURNING id`,
-      [projectId, provider, ...task],
+  /**
+   * The task (its id chosen by the caller) and, in the same statement, what `run` (RunsService's
+   * CTEs over `task`) and `also` (the caller's CTE over `run`) write for it; answers the new run,
+   * or null when the item already has its task (or the project is gone), and then nothing is
+   * written. Outside a transaction it is prepared: one autocommit statement, which the 26000
+   * fallback may send again because a missing prepared statement means nothing ran.
+   */
+  async insertWithRun(
+    t: { id: string; projectId: string; provider: string; fields: TaskFields },
+    run: NamedStatement,
+    also?: NamedStatement,
+    em?: EntityManager,
+  ): Promise<RunRow | null> {
+    const [externalId, url, title, metadata] = t.fields;
+    const { text, values } = bindNamed(
+      `WITH task AS (
+         INSERT INTO tasks (id, project_id, external_provider, external_id, url, title, metadata)
+         SELECT :taskId::uuid, p.id, :provider::text, :externalId::text, :url::text, :title::text, :metadata::jsonb
+           FROM projects p WHERE p.id = :projectId::uuid
+         ${TASK_INSERT_CONFLICT}
+         RETURNING id, project_id
+       ), ${run.text}${also ? `, ${also.text}` : ''}
+       SELECT run.*, NULL::text AS from_status FROM run`,
+      mergeValues(
+        { taskId: t.id, projectId: t.projectId, provider: t.provider, externalId, url, title, metadata },
+        run.values,
+        also?.values,
+      ),
     );
-    return inserted[0]?.id ?? null;
+    const rows: RunRow[] = em ? await em.query(text, values) : await this.statements.preparedRows(text, values);
+    return rows[0] ?? null;
   }
 
   /**

@@ -10,6 +10,7 @@ import { DeliveryStatus } from './webhook-delivery.entity';
 
 export const PLANE = 'plane';
 const MAX_ERROR = 2000;
+const TASK_CREATED = 'task_created';
 
 /** `transient`: processing failed because Postgres was out of reach; the same delivery can simply be processed again later. */
 export type HandledOutcome = DeliveryOutcome & { transient?: boolean };
@@ -83,7 +84,7 @@ export class PlaneEventHandler {
   private async open(deliveryId: string, e: PlaneEvent): Promise<DeliveryOutcome> {
     const processed = (taskId: string, runId: string): DeliveryOutcome => ({
       status: DeliveryStatus.PROCESSED,
-      reason: 'task_created',
+      reason: TASK_CREATED,
       taskId,
       runId,
     });
@@ -101,8 +102,8 @@ export class PlaneEventHandler {
         metadata: e.metadata,
         requirement: requirementOf(e),
       },
-      // Marked in the task's own transaction: a crash cannot leave a task whose delivery looks unprocessed.
-      (em, created) => this.deliveries.recordOutcome(deliveryId, processed(created.taskId, created.runId), em),
+      // Marked in the task's own statement: a crash cannot leave a task whose delivery looks unprocessed.
+      (run) => this.deliveries.processedCte(deliveryId, TASK_CREATED, run),
       // Plane sends `created` once per item: its task almost never exists yet.
       e.action?.startsWith('create') ?? false,
     );

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import type { NamedStatement } from '../database/named-params';
 import { PgStatements } from '../database/pg-statements';
 import { queryRows } from '../database/query-rows';
 import { DeliveryStatus, UQ_WEBHOOK_DELIVERIES_DEDUPE } from './webhook-delivery.entity';
@@ -157,6 +158,21 @@ export class WebhookDeliveriesRepository {
     // Prepared only outside a transaction (preparedRows' 26000 fallback resends; a transaction could not).
     if (em) await em.query(FINISH_DELIVERY, params);
     else await this.statements.preparedRows(FINISH_DELIVERY, params);
+  }
+
+  /**
+   * recordOutcome() of a delivery that created a task, as a data-modifying CTE of the statement
+   * that creates it: `source` yields the new run as `id` and `task_id` (nothing: no change), so
+   * the delivery is marked in the task's own commit. Values named `delivery*`.
+   */
+  processedCte(id: string, reason: string, source: string): NamedStatement {
+    const text = `delivery_outcome AS (
+        UPDATE webhook_deliveries d SET status = :deliveryStatus::text, reason = :deliveryReason::text, error = NULL,
+               task_id = ${source}.task_id, run_id = ${source}.id, process_attempts = d.process_attempts + 1,
+               processed_at = now(), updated_at = now()
+          FROM ${source} WHERE d.id = :deliveryId::uuid
+      )`;
+    return { text, values: { deliveryId: id, deliveryStatus: DeliveryStatus.PROCESSED, deliveryReason: reason } };
   }
 
   async get(id: string): Promise<DeliveryRow | null> {
