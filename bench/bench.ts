@@ -222,7 +222,7 @@ async function main(): Promise<void> {
       log(`webhook intake, open loop: ${openRate} deliveries/s offered for ${openSeconds} s`);
       openLoop = await runOpenLoopIntake(appEnv, openRate, openSeconds);
       log(
-        `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors}`,
+        `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors} ${JSON.stringify(openLoop.errorKinds)}`,
       );
     }
 

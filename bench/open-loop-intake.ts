@@ -18,6 +18,8 @@ export interface OpenLoopResult {
   answered: number;
   /** Answers that were not 2xx, and requests that failed outright. */
   errors: number;
+  /** The errors by kind: an HTTP status, or the client-side error code (a refused or reset socket). */
+  errorKinds: Record<string, number>;
   /** Achieved send rate: how close the client kept to its schedule. */
   sentPerSec: number;
   p50Ms: number;
@@ -65,6 +67,11 @@ export async function runOpenLoopIntake(
   const bodies: Array<{ body: string; signature: string }> = [];
   const latencies: number[] = [];
   let errors = 0;
+  const errorKinds: Record<string, number> = {};
+  const failed = (kind: string) => {
+    errors++;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  };
   let sent = 0;
   const inFlight = new Set<Promise<void>>();
   try {
@@ -84,10 +91,10 @@ export async function runOpenLoopIntake(
       sent++;
       const p = post(agent, server.port, d.body, d.signature).then(
         (status) => {
-          if (status >= 300) errors++;
+          if (status >= 300) failed(String(status));
           latencies.push(performance.now() - scheduled);
         },
-        () => void errors++,
+        (err: NodeJS.ErrnoException) => failed(err.code ?? err.message),
       );
       inFlight.add(p);
       void p.finally(() => inFlight.delete(p));
@@ -101,6 +108,7 @@ export async function runOpenLoopIntake(
       sent,
       answered: latencies.length,
       errors,
+      errorKinds,
       sentPerSec: sent / sentFor,
       p50Ms: pct(sorted, 50),
       p99Ms: pct(sorted, 99),
