@@ -222,11 +222,14 @@ export class Cluster {
 
   /** kill -9; returns how many of its commands were alive at that moment. */
   async kill(p: AppProcess): Promise<number> {
-    // Which Slack connections it holds, asked now: a request it sent just before dying may reach
-    // the stub only after its socket is gone.
-    this.peers.scan();
     const held = this.witness.liveOf(p.pid).length;
+    // Stopped first: from here it can open no connection and send nothing, so the scan below
+    // names every Slack connection it will ever have held (a request it sent just before dying
+    // may reach the stub only after its socket is gone), and the kill is recorded no later than
+    // the moment it stopped acting.
+    p.freeze();
     this.record({ kind: 'kill', label: p.label, pid: p.pid, held });
+    this.peers.scan();
     await p.kill();
     return held;
   }
