@@ -4,10 +4,10 @@ import { MetricsService } from '../src/metrics/metrics.service';
 import { ClaimBatch } from '../src/runs/worker/claim-batch';
 import { ClaimResult, RunClaimService } from '../src/runs/worker/run-claim.service';
 import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
-import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
+import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
-import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
+import { batchSizeDeltas, whileRunsLocked } from './support/pg-observe';
 
 interface Claim {
   runId: string;
@@ -224,20 +224,14 @@ describe('claim batches (group commit)', () => {
    * answers each claim's outcome once the locks are released.
    */
   async function batchWaitingForRowLocks(cs: Claim[], meanwhile: (tx: PoolClient, pid: number) => Promise<void>) {
-    const tx = await db().connect();
-    try {
-      await tx.query('BEGIN');
-      await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [cs.map((c) => c.runId)]);
-      const pending = Promise.allSettled(cs.map((c) => claims.claim(c.runId, c.token, c.owner, 'worker-c')));
-      const waiting = appBackendsWaitingForALock;
-      await waitFor(async () => (await waiting()).length === 1, 5000, 'the batch to wait for the row locks');
-      expect(await batches()).toEqual({ statements: 1, rows: cs.length });
-      await meanwhile(tx, (await waiting())[0]);
-      await tx.query('COMMIT');
-      return await pending;
-    } finally {
-      tx.release();
-    }
+    return whileRunsLocked(
+      cs.map((c) => c.runId),
+      () => Promise.allSettled(cs.map((c) => claims.claim(c.runId, c.token, c.owner, 'worker-c'))),
+      async (tx, pid) => {
+        expect(await batches()).toEqual({ statements: 1, rows: cs.length });
+        await meanwhile(tx, pid);
+      },
+    );
   }
 
   it('runs taken or cancelled while the batch waited for their row locks are judged as they are then', async () => {

@@ -2,16 +2,15 @@ import { getQueueToken } from '@nestjs/bull';
 import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { PoolClient } from 'pg';
 import { LockService } from '../src/locks/lock.service';
 import { LOCK_SERVICE } from '../src/locks/locks.tokens';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey } from '../src/runs/dispatch-rules';
 import { DispatchService } from '../src/runs/dispatch.service';
-import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
+import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
-import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
+import { batchSizeDeltas, whileRunsLocked } from './support/pg-observe';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
 
 type Outcome = { status: 'fulfilled'; value: unknown } | { status: 'rejected'; reason: unknown };
@@ -133,21 +132,14 @@ describe('dispatch batches (group commit)', () => {
     const project = await insertProject(50);
     const ids = await pending(project.id, 10);
     await batches();
-    const tx: PoolClient = await db().connect();
-    let outcomes: Outcome[];
-    try {
-      // Holds the runs' row locks, so that the batch's statement waits inside its round trip.
-      await tx.query('BEGIN');
-      await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [ids]);
-      const answered = dispatchAll(ids);
-      await waitFor(async () => (await appBackendsWaitingForALock()).length === 1, 5000, 'the batch to wait');
-      expect(await batches()).toEqual({ statements: 1, rows: 10 });
-      await db().query('SELECT pg_terminate_backend($1)', [(await appBackendsWaitingForALock())[0]]);
-      await tx.query('COMMIT');
-      outcomes = await answered;
-    } finally {
-      tx.release();
-    }
+    const outcomes: Outcome[] = await whileRunsLocked(
+      ids,
+      () => dispatchAll(ids),
+      async (_tx, pid) => {
+        expect(await batches()).toEqual({ statements: 1, rows: 10 });
+        await db().query('SELECT pg_terminate_backend($1)', [pid]);
+      },
+    );
     for (const o of outcomes)
       expect(o).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ code: '57P01' }) });
     for (const id of ids) await expectUntouched(id);

@@ -5,10 +5,10 @@ import { RunStatus } from '../src/runs/run-status';
 import { FINALIZE_BATCH_MAX } from '../src/runs/worker/finalize-batch';
 import { FinalizeRequest, FinalizeResult, RunFinalizer } from '../src/runs/worker/run-finalizer';
 import { renderText } from '../src/runs/worker/run-message';
-import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
+import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
-import { appBackendsWaitingForALock, batchSizeDeltas } from './support/pg-observe';
+import { batchSizeDeltas, whileRunsLocked } from './support/pg-observe';
 
 /**
  * Group commit of finalizes: concurrent finalizes of one worker process share one statement, and
@@ -176,21 +176,15 @@ describe('finalize batches (group commit)', () => {
    * the retries cannot run before.
    */
   async function batchThroughAConnectionError(reqs: FinalizeRequest[], meanwhile: (tx: PoolClient) => Promise<void>) {
-    const tx = await db().connect();
-    try {
-      await tx.query('BEGIN');
-      await tx.query('SELECT id FROM runs WHERE id = ANY($1::uuid[]) FOR UPDATE', [reqs.map((r) => r.runId)]);
-      const pending = Promise.all(reqs.map((r) => finalizer.finalize(r)));
-      const waiting = appBackendsWaitingForALock;
-      await waitFor(async () => (await waiting()).length === 1, 5000, 'the batch to wait for the row lock');
-      expect(await batches()).toEqual({ statements: 1, rows: reqs.length });
-      await db().query('SELECT pg_terminate_backend($1)', [(await waiting())[0]]);
-      await meanwhile(tx);
-      await tx.query('COMMIT');
-      return await pending;
-    } finally {
-      tx.release();
-    }
+    return whileRunsLocked(
+      reqs.map((r) => r.runId),
+      () => Promise.all(reqs.map((r) => finalizer.finalize(r))),
+      async (tx, pid) => {
+        expect(await batches()).toEqual({ statements: 1, rows: reqs.length });
+        await db().query('SELECT pg_terminate_backend($1)', [pid]);
+        await meanwhile(tx);
+      },
+    );
   }
 
   it('a connection dropped mid-batch: every caller retries, and each run is written exactly once', async () => {

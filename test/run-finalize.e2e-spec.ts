@@ -7,10 +7,10 @@ import { renderText } from '../src/runs/worker/run-message';
 import { RunStatus } from '../src/runs/run-status';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { IllegalTransitionError } from '../src/runs/run-state-machine';
-import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
+import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { insertProject, insertRun, runEvents, runRow } from './support/run-rows';
-import { appBackendsWaitingForALock } from './support/pg-observe';
+import { whileRunsLocked } from './support/pg-observe';
 
 /** The fenced finalize, the hand-over and the transition statement under them, on prepared rows. */
 describe('RunFinalizer and RunTransitionsRepository', () => {
@@ -193,20 +193,14 @@ describe('RunFinalizer and RunTransitionsRepository', () => {
     meanwhile: (tx: PoolClient) => Promise<void>,
     to: FinalizeRequest['to'] = RunStatus.SUCCESS,
   ) {
-    const tx = await db().connect();
-    try {
-      await tx.query('BEGIN');
-      await tx.query('SELECT id FROM runs WHERE id = $1 FOR UPDATE', [id]);
-      const pending = finalizer.finalize(request(id, to));
-      const waiting = appBackendsWaitingForALock;
-      await waitFor(async () => (await waiting()).length === 1, 5000, 'the finalize to wait for the row lock');
-      await db().query('SELECT pg_terminate_backend($1)', [(await waiting())[0]]);
-      await meanwhile(tx);
-      await tx.query('COMMIT');
-      return await pending;
-    } finally {
-      tx.release();
-    }
+    return whileRunsLocked(
+      [id],
+      () => finalizer.finalize(request(id, to)),
+      async (tx, pid) => {
+        await db().query('SELECT pg_terminate_backend($1)', [pid]);
+        await meanwhile(tx);
+      },
+    );
   }
 
   it('retries a finalize cut off by a connection error, and writes it once', async () => {
