@@ -337,6 +337,39 @@ describe('checkSlack', () => {
     ]);
   });
 
+  it("explains a repeat by a freeze of the repeat's own sender only from before the first answer until just before its POST", () => {
+    // The first poster sent and committed; W2 had claimed the row, froze before its request went
+    // out, lost the claim, and sent on waking.
+    const requests = () => [req(RUN, 100, 105, W1), req(RUN, 2000, 2004, W2)];
+    const frozen = (atMs: number, untilMs: number, pid = W2): Fault => ({
+      atMs,
+      untilMs,
+      kind: 'freeze',
+      pid,
+      label: `worker-${pid - 1000}`,
+    });
+    expect(checkSlack({ runs, requests: requests(), faults: [frozen(50, 1600)] })).toEqual([
+      expect.objectContaining({
+        kind: 'window',
+        message: expect.stringMatching(
+          /the repeat's poster worker-2 \(pid 1002\) was frozen from 55 ms before the first message was answered until 400 ms before its own POST/,
+        ),
+      }),
+    ]);
+    // Frozen only after the first message was answered: its claim was not lost to that one.
+    expect(checkSlack({ runs, requests: requests(), faults: [frozen(200, 1600)] })).toEqual([
+      expect.objectContaining({ kind: 'violation' }),
+    ]);
+    // Awake for longer than the commit window before it sent: it had time to see the row SENT.
+    expect(checkSlack({ runs, requests: requests(), faults: [frozen(50, 900)] })).toEqual([
+      expect.objectContaining({ kind: 'violation' }),
+    ]);
+    // Another worker's freeze explains nothing.
+    expect(checkSlack({ runs, requests: requests(), faults: [frozen(50, 1600, 1003)] })).toEqual([
+      expect.objectContaining({ kind: 'violation' }),
+    ]);
+  });
+
   it('does not explain a repeat whose first sender is unknown', () => {
     expect(
       checkSlack({

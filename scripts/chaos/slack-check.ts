@@ -95,6 +95,29 @@ export function checkSlack(f: SlackFacts): Finding[] {
         kind: 'window',
         message: `${what}: its poster ${fault.label} (pid ${fault.pid}) was ${how} ${when}, before SENT could be committed`,
       });
+      continue;
+    }
+    // The other side of the same window (docs/notifications.md, 3): the REPEAT's sender was frozen
+    // or stalled with its request not yet sent, from before the first message was answered (its
+    // claim lapsed and was taken over) until just before its own POST went out on waking.
+    const late = repeats.map((r) =>
+      f.faults.find(
+        (x) =>
+          x.pid === r.poster &&
+          (x.kind === 'freeze' || x.kind === 'stall') &&
+          x.atMs <= answeredAt &&
+          x.untilMs !== undefined &&
+          x.untilMs <= r.receivedAt &&
+          r.receivedAt - x.untilMs <= COMMIT_WINDOW_MS,
+      ),
+    );
+    if (late.every((x) => x !== undefined)) {
+      const [x] = late;
+      out.push({
+        runId: run.id,
+        kind: 'window',
+        message: `${what}: the repeat's poster ${x!.label} (pid ${x!.pid}) was ${x!.kind === 'freeze' ? 'frozen' : 'stalled'} from ${answeredAt - x!.atMs} ms before the first message was answered until ${repeats[0].receivedAt - x!.untilMs!} ms before its own POST arrived (its claim lapsed mid-request)`,
+      });
     } else
       out.push({
         runId: run.id,
