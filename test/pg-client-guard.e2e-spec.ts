@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
 import { isTransientDbError } from '../src/database/pg-errors';
 import { testDatabaseUrl } from './support/env';
+import { lateCloseProxy } from './support/pg-proxy';
 
 /** The ErrorResponse Postgres sends to a backend killed by pg_terminate_backend. */
 function fatal57P01(): Buffer {
@@ -114,5 +115,37 @@ describe('a Postgres connection terminated as it is handed out', () => {
     await new Promise((r) => setTimeout(r, 100));
     const again = await Promise.all(Array.from({ length: 6 }, () => ds.query('SELECT 1 AS one')));
     expect(again.map((rows) => rows[0].one)).toEqual([1, 1, 1, 1, 1, 1]);
+  });
+});
+
+describe('a Postgres session ended while a statement runs on it', () => {
+  it('is not handed to the next caller, though its socket closes later (TypeORM query)', async () => {
+    const target = new URL(testDatabaseUrl());
+    const proxy = await lateCloseProxy(target, 300);
+    const ds = new DataSource({ ...dataSourceOptions(proxy.url, 2) });
+    const observer = new DataSource({ ...dataSourceOptions(target.toString(), 1) });
+    await Promise.all([ds.initialize(), observer.initialize()]);
+    try {
+      const sleeping = ds.query('SELECT pg_sleep(5)');
+      sleeping.catch(() => undefined);
+      let pid: number | undefined;
+      for (let i = 0; i < 100 && pid === undefined; i++) {
+        const rows = await observer.query(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(pid).toBeDefined();
+      await observer.query('SELECT pg_terminate_backend($1)', [pid]);
+      await expect(sleeping).rejects.toMatchObject({ driverError: expect.objectContaining({ code: '57P01' }) });
+      // At once: pg-pool hands out the last released client first.
+      const [next] = await ds.query('SELECT pg_backend_pid() AS pid');
+      expect(next.pid).not.toBe(pid);
+    } finally {
+      await ds.destroy().catch(() => undefined);
+      await observer.destroy();
+      await proxy.stop();
+    }
   });
 });

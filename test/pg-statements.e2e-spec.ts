@@ -2,6 +2,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
 import { inlineParams, literal, PgStatements } from '../src/database/pg-statements';
 import { testDatabaseUrl } from './support/env';
+import { lateCloseProxy } from './support/pg-proxy';
 
 /** The two ways the run hot path talks to pg directly, against the real Postgres. */
 describe('pg statements', () => {
@@ -125,6 +126,40 @@ describe('pg statements', () => {
     clients.forEach((c) => c.release());
     expect((await all(10)).map((rows) => rows[0].n)).toEqual([20, 22, 24, 26, 28, 30]);
     expect((await all(20)).map((rows) => rows[0].n)).toEqual([40, 42, 44, 46, 48, 50]);
+  });
+
+  it('does not hand a connection Postgres ended to the next caller', async () => {
+    // The FATAL of a terminated backend is read before its socket closes; released then as a
+    // healthy client, it went back to the pool and the very next round trip died on it (CI, the
+    // claim-batch connection-drop test: "Connection terminated unexpectedly"). A proxy that
+    // passes the bytes at once but the close 300 ms late makes that order certain.
+    const proxy = await lateCloseProxy(new URL(testDatabaseUrl()), 300);
+    const viaProxy = new DataSource({ ...dataSourceOptions(proxy.url, 2) });
+    await viaProxy.initialize();
+    try {
+      const trips = new PgStatements(viaProxy, { prepare: true });
+      const sleeping = trips.inOneRoundTrip([{ text: 'SELECT pg_sleep(5)', values: [] }]);
+      sleeping.catch(() => undefined);
+      let pid: number | undefined;
+      for (let i = 0; i < 100 && pid === undefined; i++) {
+        const rows = await ds.query(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
+        );
+        pid = rows[0]?.pid;
+        if (pid === undefined) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(pid).toBeDefined();
+      await ds.query('SELECT pg_terminate_backend($1)', [pid]);
+      await expect(sleeping).rejects.toMatchObject({ code: '57P01' });
+      // pg-pool hands out the last released client first.
+      const [next] = await trips.inOneRoundTrip<{ pid: number }>([
+        { text: 'SELECT pg_backend_pid() AS pid', values: [] },
+      ]);
+      expect(next.pid).not.toBe(pid);
+    } finally {
+      await viaProxy.destroy().catch(() => undefined);
+      await proxy.stop();
+    }
   });
 
   it('prepares nothing when the setting says so (PG_PREPARED_STATEMENTS=false)', async () => {

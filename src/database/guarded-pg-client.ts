@@ -20,6 +20,17 @@ const log = new Logger('Postgres');
 export class GuardedPgClient extends Client {
   constructor(config?: string | ClientConfig) {
     super(config);
+    // A FATAL (or PANIC) ends the session, but its socket closes a moment later, and pg-pool
+    // only discards a released client that pg already marked unusable: one released in between
+    // went back to the pool, and the next caller's statement died on it ("Connection terminated
+    // unexpectedly"; test/pg-client-guard.e2e-spec.ts). Marked as the FATAL is read, before pg
+    // hands the error to the statement, it is discarded on release. `_queryable` is the flag pg
+    // itself sets on a socket error and pg-pool reads on release.
+    const connection = (this as unknown as { connection: NodeJS.EventEmitter }).connection;
+    connection.prependListener('errorMessage', (msg: { severity?: string }) => {
+      if (msg.severity === 'FATAL' || msg.severity === 'PANIC')
+        (this as unknown as { _queryable: boolean })._queryable = false;
+    });
     this.on('error', (err: Error & { code?: string }) => {
       log.debug(`connection lost (${err.code ?? err.message}); it will be discarded`);
     });

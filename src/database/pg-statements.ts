@@ -98,7 +98,8 @@ export class PgStatements {
       }
       return lastRows<T>(await client.query(statements.map((s) => inlineParams(s.text, s.values)).join(';\n')));
     } finally {
-      // A connection that broke is not queryable any more; pg-pool discards it on release.
+      // A connection that broke (a socket error, a FATAL: GuardedPgClient) is no longer
+      // queryable, and pg-pool discards it on release.
       client.release();
     }
   }
