@@ -32,10 +32,21 @@ export const kill9: Scenario = {
     const restarts: Promise<void>[] = [];
     for (let round = 1; round <= rounds; round++) {
       waves.launch();
-      await sleep(1500 + rand() * 1500);
-      // A worker with a live command, if one turns up within a few seconds; else any live worker
-      // (restarts take long on a loaded box: a round never passes without a kill).
-      await waitFor(() => c.busyWorkers().length > 0, 5000, 'a worker holding a command').catch(() => undefined);
+      // Into the wave while its commands run (0.3-2 s each): on a quiet box a wait of 1.5-3 s let
+      // a whole wave finish first, and three of six kills hit idle workers (CI seed 504600998).
+      await sleep(300 + rand() * 1200);
+      // A worker with a live command, if one turns up within a few seconds (one more wave if this
+      // one ended unseen); else any live worker: restarts take long on a loaded box, and a round
+      // never passes without a kill.
+      const busyWithin = (ms: number) =>
+        waitFor(() => c.busyWorkers().length > 0, ms, 'a worker holding a command').then(
+          () => true,
+          () => false,
+        );
+      if (!(await busyWithin(5000))) {
+        waves.launch();
+        await busyWithin(5000);
+      }
       const ready = await waitFor(() => c.liveWorkers().length > 0, 60_000, 'a live worker').then(
         () => true,
         () => false,
