@@ -208,6 +208,10 @@ async function main(): Promise<void> {
       log(
         `  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,
       );
+      const { cpuMsPerRun: cpu, workerLoopDelayMs: lag } = fullPath;
+      log(
+        `  CPU ms per run: api ${cpu.api?.toFixed(2) ?? '—'}, worker ${cpu.worker?.toFixed(2) ?? '—'}; worker event-loop delay p99 ${lag?.p99.toFixed(1) ?? '—'} ms, max ${lag?.max.toFixed(1) ?? '—'} ms`,
+      );
     }
 
     let intake: IntakeResult | undefined;

@@ -18,6 +18,25 @@ export interface FullPathResult {
   notSucceeded: number;
   duplicatesExecuted: number;
   cpuMsPerRun: { api: number | null; worker: number | null };
+  /**
+   * The worker's event-loop delay over the phase (prom-client's monitorEventLoopDelay, which each
+   * scrape resets): how long a due timer — a lock heartbeat among them — waited, in ms.
+   */
+  workerLoopDelayMs: { p99: number; max: number } | null;
+}
+
+/** The worker's event-loop delay since its previous scrape (p99 and max, in ms), from /metrics. */
+async function loopDelayMs(port: number): Promise<{ p99: number; max: number } | null> {
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then(
+    (r) => r.text(),
+    () => '',
+  );
+  const read = (name: string) => {
+    const m = new RegExp(`^onceflow_nodejs_eventloop_lag_${name}_seconds (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) * 1000 : NaN;
+  };
+  const out = { p99: read('p99'), max: read('max') };
+  return Number.isFinite(out.p99) && Number.isFinite(out.max) ? out : null;
 }
 
 function call(
@@ -83,6 +102,7 @@ export async function measureFullPath(
     const ids: string[] = [];
     const api0 = cpuMs(api.child.pid);
     const worker0 = cpuMs(worker.child.pid);
+    await loopDelayMs(worker.port); // resets the worker's histogram: from here on
     const t0 = Date.now();
     await pool(runs, producers, async (i) => {
       const r = await call(agent, api.port, apiKey, `/api/projects/${projects[i % projects.length]}/runs`, {
@@ -109,6 +129,7 @@ export async function measureFullPath(
       [ids],
     );
     const seconds = (Number(rows[0].last) - t0) / 1000;
+    const workerLoopDelayMs = await loopDelayMs(worker.port);
     const api1 = cpuMs(api.child.pid);
     const worker1 = cpuMs(worker.child.pid);
     return {
@@ -121,6 +142,7 @@ export async function measureFullPath(
         api: api0 === null || api1 === null ? null : (api1 - api0) / runs,
         worker: worker0 === null || worker1 === null ? null : (worker1 - worker0) / runs,
       },
+      workerLoopDelayMs,
     };
   } finally {
     agent.destroy();

@@ -1,4 +1,3 @@
-import { ChildProcess, spawn } from 'node:child_process';
 import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +7,7 @@ import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, Run
 import { OutputTail } from './output-tail';
 import type { RunIdentity } from './run-identity';
 import { ensureWorkspace } from './workspace-guard';
+import { SpawnThread } from './spawn-thread';
 
 /**
  * The command runs in its own process group (its pgid is its pid), guarded by the worker's one
@@ -42,6 +42,8 @@ export class ShellExecutor implements RunExecutor {
   readonly usesRunApi = true;
   /** One per worker process: the executor is a singleton of the worker's module. */
   readonly watchdog = new CommandWatchdog();
+  /** Forks the commands off the event loop (see SpawnThread). */
+  private readonly spawner = new SpawnThread(OUTPUT_TAIL_BYTES);
 
   /** What every command sees of the worker's environment: filtered once, not per run. */
   private readonly baseEnv: Readonly<Record<string, string>>;
@@ -59,6 +61,7 @@ export class ShellExecutor implements RunExecutor {
   /** The worker is going down, its commands already handed over: the watchdog goes with it. */
   onApplicationShutdown(): void {
     this.watchdog.stop();
+    this.spawner.stop();
   }
 
   async execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
@@ -112,28 +115,23 @@ export class ShellExecutor implements RunExecutor {
   ): Promise<ExecutionResult> {
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
     const guardUntil = req.guardUntil ?? (() => Date.now() + UNGUARDED_MS);
-    let child: ChildProcess;
-    try {
-      child = spawn('/bin/sh', ['-c', GATE, 'onceflow-run', this.command], {
-        cwd: req.workspace,
-        env: prepared.env,
-        detached: true,
-        stdio: ['pipe', 'pipe', 'pipe'],
-        ...(this.identity.kind === 'user' ? { uid: this.identity.uid, gid: this.identity.gid } : {}),
-      });
-    } catch (err) {
-      // E2BIG (a variable over the kernel's limit), EPERM, …: thrown before any process exists.
-      return notStarted(started, (err as Error).message);
-    }
-    const exited = new Promise<{ code: number | null; sig: string | null; startError?: string }>((resolve) => {
-      child.once('error', (err) => resolve({ code: null, sig: null, startError: err.message }));
-      child.once('exit', (c, s) => resolve({ code: c, sig: s }));
+    const child = this.spawner.spawn('/bin/sh', ['-c', GATE, 'onceflow-run', this.command], {
+      cwd: req.workspace,
+      env: prepared.env,
+      detached: true,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      ...(this.identity.kind === 'user' ? { uid: this.identity.uid, gid: this.identity.gid } : {}),
     });
-    child.stdin?.on('error', () => undefined);
-    child.stdout?.on('data', (c: Buffer) => tail.push(c));
-    child.stderr?.on('data', (c: Buffer) => tail.push(c));
-    const pgid = child.pid;
-    if (pgid === undefined) return notStarted(started, (await exited).startError ?? 'no pid', tail.toString());
+    const output = async () => {
+      tail.push(await child.output);
+      return tail.toString();
+    };
+    const pgid = await child.pid;
+    // E2BIG (a variable over the kernel's limit), EPERM, ENOENT, …: no process exists.
+    if (pgid === undefined) {
+      const { startError } = await child.exited;
+      return notStarted(started, startError ?? 'no pid', await output());
+    }
 
     try {
       await this.watchdog.watch(pgid, guardUntil());
@@ -141,10 +139,10 @@ export class ShellExecutor implements RunExecutor {
       // No watchdog to guard it: the command must not run. The gate is still shut.
       killGroup(pgid);
       this.watchdog.release(pgid);
-      await exited;
-      return notStarted(started, `no watchdog: ${(err as Error).message}`, tail.toString());
+      await child.exited;
+      return notStarted(started, `no watchdog: ${(err as Error).message}`, await output());
     }
-    child.stdin?.end('go\n');
+    child.go();
     // Each renewed heartbeat moves the group's deadline: a worker that stops renewing loses its command.
     req.keepAlive?.(() => this.watchdog.keepAlive(pgid, guardUntil()));
 
@@ -166,19 +164,19 @@ export class ShellExecutor implements RunExecutor {
       stop();
     }, req.timeoutMs);
 
-    const { code, sig, startError } = await exited;
+    const { code, sig, startError } = await child.exited;
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
-    // Anything the command left behind in its group dies with the attempt.
+    // Anything the command left behind in its group dies with the attempt (its output closes then).
     this.watchdog.release(pgid);
-    await waitForClose(child, 1000);
-    if (startError !== undefined) return notStarted(started, startError, tail.toString());
+    const outputTail = await output();
+    if (startError !== undefined) return notStarted(started, startError, outputTail);
     return {
       outcome: classifyExit(code, sig, timedOut, aborted),
       exitCode: code,
       signal: sig,
       timedOut,
-      outputTail: tail.toString(),
+      outputTail,
       durationMs: Date.now() - started,
       pid: pgid,
     };
@@ -204,15 +202,4 @@ function notStarted(started: number, reason: string, output = ''): ExecutionResu
     durationMs: Date.now() - started,
     startError: reason,
   };
-}
-
-function waitForClose(child: ChildProcess, ms: number): Promise<void> {
-  if (child.stdout?.destroyed && child.stderr?.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    child.once('close', () => {
-      clearTimeout(t);
-      resolve();
-    });
-  });
 }
