@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
 import { isTransientDbError } from '../src/database/pg-errors';
 import { testDatabaseUrl } from './support/env';
-import { lateCloseProxy } from './support/pg-proxy';
+import { lateCloseProxy, sleepingBackendPid } from './support/pg-proxy';
 
 /** The ErrorResponse Postgres sends to a backend killed by pg_terminate_backend. */
 function fatal57P01(): Buffer {
@@ -128,15 +128,7 @@ describe('a Postgres session ended while a statement runs on it', () => {
     try {
       const sleeping = ds.query('SELECT pg_sleep(5)');
       sleeping.catch(() => undefined);
-      let pid: number | undefined;
-      for (let i = 0; i < 100 && pid === undefined; i++) {
-        const rows = await observer.query(
-          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
-        );
-        pid = rows[0]?.pid;
-        if (pid === undefined) await new Promise((r) => setTimeout(r, 20));
-      }
-      expect(pid).toBeDefined();
+      const pid = await sleepingBackendPid((sql) => observer.query(sql));
       await observer.query('SELECT pg_terminate_backend($1)', [pid]);
       await expect(sleeping).rejects.toMatchObject({ driverError: expect.objectContaining({ code: '57P01' }) });
       // At once: pg-pool hands out the last released client first.

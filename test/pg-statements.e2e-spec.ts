@@ -2,7 +2,7 @@ import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source-options';
 import { inlineParams, literal, PgStatements } from '../src/database/pg-statements';
 import { testDatabaseUrl } from './support/env';
-import { lateCloseProxy } from './support/pg-proxy';
+import { lateCloseProxy, sleepingBackendPid } from './support/pg-proxy';
 
 /** The two ways the run hot path talks to pg directly, against the real Postgres. */
 describe('pg statements', () => {
@@ -140,15 +140,7 @@ describe('pg statements', () => {
       const trips = new PgStatements(viaProxy, { prepare: true });
       const sleeping = trips.inOneRoundTrip([{ text: 'SELECT pg_sleep(5)', values: [] }]);
       sleeping.catch(() => undefined);
-      let pid: number | undefined;
-      for (let i = 0; i < 100 && pid === undefined; i++) {
-        const rows = await ds.query(
-          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
-        );
-        pid = rows[0]?.pid;
-        if (pid === undefined) await new Promise((r) => setTimeout(r, 20));
-      }
-      expect(pid).toBeDefined();
+      const pid = await sleepingBackendPid((sql) => ds.query(sql));
       await ds.query('SELECT pg_terminate_backend($1)', [pid]);
       await expect(sleeping).rejects.toMatchObject({ code: '57P01' });
       // pg-pool hands out the last released client first.

@@ -29,3 +29,18 @@ export async function lateCloseProxy(target: URL, lateMs: number): Promise<{ url
     },
   };
 }
+
+/**
+ * The pid of the one backend of this test database inside `pg_sleep` (the statement a test is
+ * about to cut), asked through `query`; fails after 2 s.
+ */
+export async function sleepingBackendPid(query: (sql: string) => Promise<Array<{ pid: number }>>): Promise<number> {
+  for (let i = 0; i < 100; i++) {
+    const rows = await query(
+      `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
+    );
+    if (rows[0]) return rows[0].pid;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error('no backend of this database was inside pg_sleep within 2 s');
+}
