@@ -30,3 +30,18 @@ export async function createApp(config: AppConfig): Promise<INestApplication> {
   configureApp(app, config);
   return app;
 }
+
+/**
+ * How many connections the kernel may hold for us before we accept them (capped by
+ * net.core.somaxconn). Node's default, 511, overflows when a burst of senders (a webhook storm,
+ * a load balancer's reconnects) arrives while the event loop is busy: Linux then drops the SYN and
+ * the sender retries it only after 1 s, then 3 s, so a short stall turns into seconds of latency.
+ */
+export const LISTEN_BACKLOG = 4096;
+
+/** Nest's typings stop at (port, hostname); its adapter passes further arguments to Node's listen. */
+type ListenWithBacklog = (port: number, hostname: string | undefined, backlog: number) => Promise<unknown>;
+
+export async function listen(app: INestApplication, port: number): Promise<void> {
+  await (app.listen as unknown as ListenWithBacklog).call(app, port, undefined, LISTEN_BACKLOG);
+}

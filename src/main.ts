@@ -1,7 +1,7 @@
 import { checkServices, ServiceUnreachableError } from './common/preflight';
 import { ConfigError, roleRunsWorkers } from './config/app-config';
 import { configFromProcessEnv, DEV_ADMIN_FILE, DEV_KEY_FILE } from './config/env';
-import { createApp } from './bootstrap';
+import { createApp, listen } from './bootstrap';
 import { prepareDatabase } from './database/prepare-database';
 import { resolveRunIdentity } from './runs/executor/run-identity';
 
@@ -12,7 +12,7 @@ async function main(): Promise<void> {
   await checkServices(config);
   await prepareDatabase(config.database.url);
   const app = await createApp(config);
-  await app.listen(config.port);
+  await listen(app, config.port);
   // Names the files, never their content.
   const notes = [
     config.auth.apiKeysGenerated ? `API_KEYS unset: a development key is in ${DEV_KEY_FILE}` : '',
