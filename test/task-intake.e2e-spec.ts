@@ -283,6 +283,27 @@ describe('TaskIntakeService', () => {
     ).toBe(8);
   });
 
+  it('a project this process remembers whose row is gone: the item is created once, in the project as it is now', async () => {
+    // Projects are never deleted by onceflow; a remembered id must still not strand an item if an operator does it.
+    const project = { externalId: randomUUID(), name: `Remembered ${randomUUID()}`, maxConcurrentRuns: 1 };
+    const first = (await intake.open(item({ project }), undefined, true)) as { kind: string; projectId: string };
+    // The first item created the project; the second one read its id, which this process now remembers.
+    expect(await intake.open(item({ project }), undefined, true)).toMatchObject({ projectId: first.projectId });
+    await db().query('DELETE FROM projects WHERE id = $1', [first.projectId]);
+    const it2 = item({ project });
+    const results = await Promise.all(Array.from({ length: 8 }, () => intake.open(it2, undefined, true)));
+    const created = results.filter((r) => r.kind === 'created') as Array<{ taskId: string; projectId: string }>;
+    expect(created).toHaveLength(1);
+    const { rows } = await db().query('SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2', [
+      'plane',
+      project.externalId,
+    ]);
+    expect(rows.map((r) => r.id)).toEqual([created[0].projectId]);
+    expect(created[0].projectId).not.toBe(first.projectId);
+    expect(await count('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', it2.externalId)).toBe(1);
+    expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+  });
+
   it('a new project whose name an unrelated project takes meanwhile: created all the same, under a distinct name', async () => {
     // The intake's project insert waits on the other transaction's name entry; when that commits,
     // the insert must yield (every unique index is an arbiter), not fail with 23505 on the name.

@@ -72,6 +72,15 @@ export class TaskIntakeService {
    * an item seen for the first time the read is a wasted round trip.
    */
   async open(item: ExternalWorkItem, within?: WithinCreate, probablyNew = false): Promise<OpenResult> {
+    return this.openOnce(item, within, probablyNew, true);
+  }
+
+  private async openOnce(
+    item: ExternalWorkItem,
+    within: WithinCreate | undefined,
+    probablyNew: boolean,
+    mayRetry: boolean,
+  ): Promise<OpenResult> {
     if (!probablyNew) {
       const known = await this.findAndRefresh(item);
       if (known) return { kind: 'exists', ...known };
@@ -101,7 +110,12 @@ export class TaskIntakeService {
       if (!run) {
         // A concurrent intake committed the task first: it owns workspace and run.
         await this.removeWorkspace(workspace);
-        return await this.existing(item);
+        const known = await this.findAndRefresh(item);
+        if (known) return { kind: 'exists', ...known };
+        // Neither inserted nor found: the project's row is gone (the id may be one this process remembered).
+        if (!projectId || !mayRetry) throw neitherInsertedNorFound(item);
+        this.tasks.forgetProjectId(item.provider, item.project.externalId, projectId);
+        return await this.openOnce(item, within, probablyNew, false);
       }
       await this.enqueue(run);
       return { kind: 'created', taskId, runId: run.id, projectId: run.project_id };
@@ -148,7 +162,7 @@ export class TaskIntakeService {
   /** Lost the race to a concurrent intake: read its committed task (and let our event refresh it). */
   private async existing(item: ExternalWorkItem): Promise<OpenResult> {
     const known = await this.findAndRefresh(item);
-    if (!known) throw new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
+    if (!known) throw neitherInsertedNorFound(item);
     return { kind: 'exists', ...known };
   }
 
@@ -171,6 +185,10 @@ export class TaskIntakeService {
         });
     }
   }
+}
+
+function neitherInsertedNorFound(item: ExternalWorkItem): Error {
+  return new Error(`task ${item.provider}:${item.externalId} neither inserted nor found`);
 }
 
 function taskFields(item: ExternalWorkItem): TaskFields {

@@ -44,24 +44,48 @@ function externalProjectParams(workspaceRoot: string, ref: ExternalProjectRef): 
 /** A task's fields as an external work item gives them: [external id, url, title, metadata]. */
 export type TaskFields = [externalId: string, url: string | null, title: string, metadata: Record<string, unknown>];
 
+/** Projects remembered per process; past this many the memo starts over (projects are few). */
+const PROJECT_MEMO_MAX = 10_000;
+
 const TASK_INSERT_CONFLICT = `ON CONFLICT (external_provider, external_id)
   WHERE external_provider IS NOT NULL AND external_id IS NOT NULL DO NOTHING`;
 
 /** The statements on `tasks` and on the projects that external work items bring along. */
 @Injectable()
 export class TasksRepository {
+  /**
+   * External project → onceflow project id, as read from Postgres. The pair never changes once
+   * written and projects are never deleted, so a remembered id stays right; the memo saves every
+   * new item a round trip. Should a row vanish anyway, `forgetProjectId` lets the caller ask again.
+   */
+  private readonly projectIds = new Map<string, string>();
+
   constructor(
     @InjectDataSource() private readonly ds: DataSource,
     private readonly statements: PgStatements,
   ) {}
 
-  /** The onceflow project of an external project, if it has been seen (prepared: asked by every new item). */
+  /** The onceflow project of an external project, if it has been seen (remembered once read). */
   async projectIdOf(provider: string, externalId: string): Promise<string | null> {
+    const key = `${provider}\0${externalId}`;
+    const known = this.projectIds.get(key);
+    if (known) return known;
     const rows = await this.statements.preparedRows<{ id: string }>(
       'SELECT id FROM projects WHERE external_provider = $1 AND external_id = $2',
       [provider, externalId],
     );
-    return rows[0]?.id ?? null;
+    const id = rows[0]?.id ?? null;
+    if (id) {
+      if (this.projectIds.size >= PROJECT_MEMO_MAX) this.projectIds.clear();
+      this.projectIds.set(key, id);
+    }
+    return id;
+  }
+
+  /** Drops a remembered project id, if it is still `id` (a concurrent caller may have read the new one). */
+  forgetProjectId(provider: string, externalId: string, id: string): void {
+    const key = `${provider}\0${externalId}`;
+    if (this.projectIds.get(key) === id) this.projectIds.delete(key);
   }
 
   /**

@@ -38,6 +38,20 @@ describe('ensureWorkspace', () => {
     expect(statSync(outside).uid).toBe(process.geteuid!());
   });
 
+  it('never creates through a dangling symlink planted where the workspace goes', async () => {
+    symlinkSync(join(outside, 'missing'), join(root, 'p1', 'tasks', 't4'));
+    await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 't4'))).rejects.toThrow(/workspace .*t4/);
+    expect(existsSync(join(outside, 'missing'))).toBe(false);
+  });
+
+  it('resolves a root that did not exist yet once it does', async () => {
+    const late = join(base, 'late-root');
+    await expect(ensureWorkspace(late, join(late, 'p1'))).rejects.toThrow();
+    mkdirSync(late);
+    await ensureWorkspace(late, join(late, 'p1'));
+    expect(existsSync(join(late, 'p1'))).toBe(true);
+  });
+
   it('refuses a workspace that is not inside the root', async () => {
     await expect(ensureWorkspace(root, root)).rejects.toThrow(/not inside WORKSPACE_ROOT/);
     await expect(ensureWorkspace(root, outside)).rejects.toThrow(/not inside WORKSPACE_ROOT/);

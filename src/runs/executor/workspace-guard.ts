@@ -1,12 +1,36 @@
 import { lchown, mkdir, realpath } from 'node:fs/promises';
-import { isAbsolute, join, relative, sep } from 'node:path';
+import { dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { canonicalPath } from '../workspace-path';
+
+/**
+ * WORKSPACE_ROOT resolved, per configured root. The root itself is the operator's (commands own
+ * directories below it, never it or its parents), so it is resolved once per process, not on
+ * every new task: each fs call here is a trip through libuv's thread pool and back, and those
+ * trips were most of a new webhook delivery's latency under load.
+ */
+const resolvedRoots = new Map<string, Promise<string>>();
+
+function resolvedRoot(root: string): Promise<string> {
+  let resolved = resolvedRoots.get(root);
+  if (!resolved) {
+    resolved = realpath(root);
+    resolvedRoots.set(root, resolved);
+    // A root that does not exist yet is asked again next time.
+    resolved.catch(() => resolvedRoots.delete(root));
+  }
+  return resolved;
+}
 
 /**
  * Makes a run's workspace ready for its command: inside WORKSPACE_ROOT with no symlink below the
  * root (checked before and after creating it), owned by the run's user when it has one. Commands
  * own their workspaces, so an earlier command could have planted a symlink (`tasks -> /etc`);
  * the worker, running as root, must never create or chown anything through one.
+ *
+ * Before: the PARENT must resolve to where it should. A symlink there would have `mkdir -p`
+ * create directories through it. The workspace itself needs no check of its own before: if it is
+ * a symlink, mkdir creates nothing through it (it exists, or mkdir fails on a dangling one), and
+ * the check after finds it.
  */
 export async function ensureWorkspace(
   root: string,
@@ -17,14 +41,16 @@ export async function ensureWorkspace(
   if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
     throw new Error(`workspace ${workspace} is not inside WORKSPACE_ROOT (${root})`);
   }
-  const expected = join(await realpath(root), rel);
+  const expected = join(await resolvedRoot(root), rel);
   const escapes = (real: string) =>
     new Error(`workspace ${workspace} resolves to ${real}: a symlink below WORKSPACE_ROOT`);
-  const before = await canonicalPath(workspace).catch((err: Error) => {
+  const parent = await canonicalPath(dirname(join(root, rel))).catch((err: Error) => {
     throw new Error(`workspace ${workspace}: ${err.message}`);
   });
-  if (before !== expected) throw escapes(before);
-  await mkdir(workspace, { recursive: true });
+  if (parent !== dirname(expected)) throw escapes(parent);
+  await mkdir(workspace, { recursive: true }).catch((err: Error) => {
+    throw new Error(`workspace ${workspace}: ${err.message}`);
+  });
   const after = await realpath(workspace);
   if (after !== expected) throw escapes(after);
   // The workspace itself only: everything above it stays the worker's (or the API's).
