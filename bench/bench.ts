@@ -10,7 +10,8 @@
  * (graphile-worker jobs per phase, default BENCH_RUNS), BENCH_BARE_JOBS (default 20000),
  * BENCH_FULL_RUNS (full-path runs, and bare Bull forking jobs, default 2000), BENCH_PRODUCERS
  * (dispatches / adds / HTTP calls in flight, default 16), BENCH_OPEN_RATE (offered deliveries/s of
- * the open loop, default 500), BENCH_OPEN_SECONDS (default 10), BENCH_WORKER_PROFILE_DIR (V8 CPU
+ * the open loop, default 500), BENCH_OPEN_SECONDS (its measured window, default 10), BENCH_OPEN_WARMUP
+ * (seconds sent before that window, default 5; 0 measures from the first), BENCH_WORKER_PROFILE_DIR (V8 CPU
  * profiles of the worker processes, the full path's included), BENCH_DISPATCH_RUNS (runs dispatched
  * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
  * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
@@ -43,10 +44,11 @@ import { formatIntake, IntakeResult, runIntakeBench } from './webhook-intake';
 
 const API_KEY = 'bench-api-key-0123456789';
 
-function knob(name: string, fallback: number): number {
+function knob(name: string, fallback: number, min = 1): number {
   const raw = process.env[name];
   const n = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive whole number, got "${raw}"`);
+  if (!Number.isInteger(n) || n < min)
+    throw new Error(`${name} must be a whole number of at least ${min}, got "${raw}"`);
   return n;
 }
 
@@ -78,6 +80,7 @@ async function main(): Promise<void> {
   const producers = knob('BENCH_PRODUCERS', 16);
   const openRate = knob('BENCH_OPEN_RATE', 500);
   const openSeconds = knob('BENCH_OPEN_SECONDS', 10);
+  const openWarmup = knob('BENCH_OPEN_WARMUP', 5, 0);
   const dispatchRuns = knob('BENCH_DISPATCH_RUNS', 10000);
   const dispatchBatch = knob('BENCH_DISPATCH_BATCH', 100);
   if (dispatchBatch > 100) throw new Error(`BENCH_DISPATCH_BATCH must be at most 100, got ${dispatchBatch}`);
@@ -223,10 +226,12 @@ async function main(): Promise<void> {
     // After the closed loop: that one checks one task per body it sent, in a database without tasks.
     let openLoop: OpenLoopResult | undefined;
     if (has('openloop')) {
-      log(`webhook intake, open loop: ${openRate} deliveries/s offered for ${openSeconds} s`);
-      openLoop = await runOpenLoopIntake(appEnv, openRate, openSeconds);
       log(
-        `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors} ${JSON.stringify(openLoop.errorKinds)}`,
+        `webhook intake, open loop: ${openRate} deliveries/s offered for ${openWarmup} s of warm-up, then ${openSeconds} s measured`,
+      );
+      openLoop = await runOpenLoopIntake(appEnv, openRate, openSeconds, openWarmup);
+      log(
+        `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms (new items ${openLoop.newP99Ms.toFixed(1)}, worst second ${openLoop.worstSecondP99Ms.toFixed(1)}), warm-up p99 ${openLoop.warmupP99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors} ${JSON.stringify(openLoop.errorKinds)}`,
       );
     }
 
@@ -269,6 +274,7 @@ async function main(): Promise<void> {
         producers,
         openRate,
         openSeconds,
+        openWarmup,
         dispatchRuns,
         dispatchBatch,
       },

@@ -271,8 +271,14 @@ export function printTable(rep: BenchReport): void {
       `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`,
     ),
     line(
-      'open-loop intake p50 / p99 ms',
-      rep.openLoop ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)}` : '—',
+      'open-loop intake p50 / p99 ms (new items p99)',
+      rep.openLoop
+        ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)} (${show(rep.openLoop.newP99Ms, 1)})`
+        : '—',
+    ),
+    line(
+      '  worst second p99 / warm-up p99 ms',
+      rep.openLoop ? `${show(rep.openLoop.worstSecondP99Ms, 1)} / ${show(rep.openLoop.warmupP99Ms, 1)}` : '—',
     ),
     line(
       'dispatch runs/s, one per call / in bulk',
