@@ -83,6 +83,9 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: repeated } };
     }
+    // Asked now, beside the insert, not after it: a new delivery pays one round trip less. It
+    // never rejects (Redis away: false), and only a new delivery reads the answer.
+    const spooledBefore = this.spool.holdsWorkItem(delivery.event.workItemId);
     let recorded;
     try {
       recorded = await this.deliveries.record(deliveryRow(delivery));
@@ -105,7 +108,7 @@ export class PlaneIntakeService {
     }
     // Arrival order per work item: while older deliveries of this item wait in the spool, this one
     // is processed behind them, from its row (only a new delivery asks: a retry changes nothing).
-    if (await this.spool.holdsWorkItem(delivery.event.workItemId)) {
+    if (await spooledBefore) {
       const spooled = await this.toSpool(req.body, delivery, recorded.id, 'behind_spooled').catch(() => null);
       if (spooled) return spooled;
     }
