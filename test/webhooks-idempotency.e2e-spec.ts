@@ -4,6 +4,10 @@ import { auth, closeDb, count, db, startApp, TestApp, waitForStatus } from './su
 import { tempDir, testEnv } from './support/env';
 import { deliver, newWorkItem, PLANE_SECRET, shuffle, v1Body, WorkItem } from './support/plane';
 import { projectRuns, workItemState } from './support/plane-db';
+import { SettledDeliveries } from '../src/webhooks/settled-deliveries';
+
+/** Retries answered from a process's memory reach their row's count at its next fold: now. */
+const foldCounts = (...apps: TestApp[]) => Promise.all(apps.map((a) => a.app.get(SettledDeliveries).fold()));
 
 /** One `created` and five per-field `updated` deliveries, as Plane sends them after a rename. */
 function createdAndUpdates(item: WorkItem): { created: string; updates: string[] } {
@@ -62,6 +66,7 @@ describe('Plane intake idempotency', () => {
       expect(d.body).toEqual({ status: 'duplicate', deliveryId: accepted[0].body.deliveryId });
 
     const { taskId, runId } = await expectExactlyOnce(item);
+    await foldCounts(t);
     const { rows } = await db().query('SELECT * FROM webhook_deliveries WHERE work_item_id = $1', [item.id]);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({
@@ -125,6 +130,7 @@ describe('Plane intake idempotency', () => {
       expect(answers.every((a) => a.status === 200 || a.status === 202)).toBe(true);
       expect(answers.filter((a) => a.status === 202)).toHaveLength(1);
       await expectExactlyOnce(item);
+      await foldCounts(t, t2);
       const { rows } = await db().query(
         'SELECT count(*)::int AS n, sum(duplicate_count)::int AS dups FROM webhook_deliveries WHERE work_item_id = $1',
         [item.id],
@@ -181,6 +187,7 @@ describe('Plane intake idempotency', () => {
     const retries = await Promise.all([1, 2, 3].map(() => deliver(t, body)));
     for (const r of retries) expect(r.body).toEqual({ status: 'duplicate', deliveryId: rows[0].id });
     await expectExactlyOnce(item);
+    await foldCounts(t);
     const { rows: after } = await db().query(
       'SELECT status, duplicate_count, process_attempts FROM webhook_deliveries WHERE id = $1',
       [rows[0].id],

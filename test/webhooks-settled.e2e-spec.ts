@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testDatabaseUrl, testEnv } from './support/env';
@@ -50,6 +50,60 @@ describe('retries of settled deliveries', () => {
       15_000,
       'the five retries to be counted on the row',
     );
+  });
+
+  it('answers retries of a delivery it is still processing from memory, not behind that row in Postgres', async () => {
+    // An earlier item made the project; the test holds the project's row, so the first attempt's
+    // task insert (its foreign key) waits on it after the delivery row was written.
+    const project = randomUUID();
+    expect((await deliver(t, v1Body(newWorkItem({ project }), 'created'))).status).toBe(202);
+    const body = v1Body(newWorkItem({ project }), 'created');
+    const key = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+    const holder = await db().connect();
+    let held = true;
+    const release = async () => {
+      if (held) await holder.query('COMMIT');
+      held = false;
+    };
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM projects WHERE external_provider = $1 AND external_id = $2 FOR UPDATE', [
+        'plane',
+        project,
+      ]);
+      const first = deliver(t, body).then((r) => r);
+      await waitFor(
+        async () =>
+          (
+            await db().query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO tasks%'`,
+            )
+          ).rows[0].n === 1,
+        10_000,
+        'the first attempt to wait on the project row',
+      );
+      // Its delivery row is locked as well (by the waiting statement, or here): a retry that went
+      // to Postgres would wait for it.
+      await holder.query('SELECT 1 FROM webhook_deliveries WHERE dedupe_key = $1 FOR UPDATE SKIP LOCKED', [key]);
+      const retries = Promise.all(Array.from({ length: 8 }, () => deliver(t, body).then((r) => r)));
+      const answered = await Promise.race([retries, new Promise<null>((r) => setTimeout(() => r(null), 5_000))]);
+      expect(answered?.map((r) => [r.status, r.body.status])).toEqual(Array(8).fill([200, 'duplicate']));
+      await release();
+      const done = await first;
+      expect(done.status).toBe(202);
+      expect(answered!.map((r) => r.body.deliveryId)).toEqual(Array(8).fill(done.body.deliveryId));
+      await waitFor(
+        async () =>
+          (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [key])).rows[0]
+            .duplicate_count === 8,
+        15_000,
+        'the eight retries to be counted on the row',
+      );
+    } finally {
+      await release();
+      holder.release();
+    }
   });
 
   it('a retry of a delivery that has not settled still goes to Postgres (which may hand it the processing)', async () => {

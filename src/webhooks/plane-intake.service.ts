@@ -33,8 +33,9 @@ export type SpooledResult = 'done' | 'unavailable';
 const SPOOLED: IntakeAnswer = { httpStatus: 202, body: { status: 'accepted', spooled: true } };
 
 /**
- * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse → ONE
- * insert keyed by the dedupe key (a retry stops here) → (entries of this work item in the spool?
+ * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse → a
+ * retry of a delivery this process settled or is processing stops here (SettledDeliveries) → ONE
+ * insert keyed by the dedupe key (any other retry stops here) → (entries of this work item in the spool?
  * queue behind them) → the event handler. Body size (413), JSON syntax and nesting (400) are
  * enforced by the body parser before this runs. Postgres out of reach at the insert or in the
  * handler: the delivery goes to the spool (202 spooled), drained later through processSpooled.
@@ -76,13 +77,28 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw err;
     }
-    // A retry of a delivery this process saw settle: answered from memory, counted later.
-    const repeated = this.settled.repeat(delivery.dedupeKey);
+    // A retry of a delivery this process saw settle, or is still working on: answered from memory, counted later.
+    const repeated =
+      this.settled.repeat(delivery.dedupeKey) ?? (await this.settled.inProgressRepeat(delivery.dedupeKey));
     if (repeated) {
       this.metrics.duplicate('delivery_dedupe');
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: repeated } };
     }
+    const progress = this.settled.begin(delivery.dedupeKey);
+    try {
+      return await this.recordAndHandle(req.body, delivery, progress.recorded);
+    } finally {
+      progress.done();
+    }
+  }
+
+  /** A delivery no memory of this process answers: its row (insert or retry), then its processing. */
+  private async recordAndHandle(
+    body: unknown,
+    delivery: PlaneDelivery,
+    recordedAs: (id: string) => void,
+  ): Promise<IntakeAnswer> {
     // Asked now, beside the insert, not after it: a new delivery pays one round trip less. It
     // never rejects (Redis away: false), and only a new delivery reads the answer.
     const spooledBefore = this.spool.holdsWorkItem(delivery.event.workItemId);
@@ -91,8 +107,9 @@ export class PlaneIntakeService {
       recorded = await this.deliveries.record(deliveryRow(delivery));
     } catch (err) {
       if (!isDbUnavailableError(err)) throw err;
-      return this.toSpool(req.body, delivery, null, String(err));
+      return this.toSpool(body, delivery, null, String(err));
     }
+    recordedAs(recorded.id);
     if (recorded.kind === 'duplicate') {
       this.metrics.duplicate('delivery_dedupe');
       this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
@@ -109,13 +126,13 @@ export class PlaneIntakeService {
     // Arrival order per work item: while older deliveries of this item wait in the spool, this one
     // is processed behind them, from its row (only a new delivery asks: a retry changes nothing).
     if (await spooledBefore) {
-      const spooled = await this.toSpool(req.body, delivery, recorded.id, 'behind_spooled').catch(() => null);
+      const spooled = await this.toSpool(body, delivery, recorded.id, 'behind_spooled').catch(() => null);
       if (spooled) return spooled;
     }
     const outcome = await this.handler.handle(recorded.id, delivery.event);
     if (outcome.transient) {
       // Stored, so never a 5xx: spooled if Redis takes it, else left for a replay (status failed or accepted).
-      return this.toSpool(req.body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() =>
+      return this.toSpool(body, delivery, recorded.id, outcome.error ?? 'processing failed').catch(() =>
         answer(recorded.id, outcome),
       );
     }

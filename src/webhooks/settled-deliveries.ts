@@ -16,9 +16,10 @@ const SETTLED = new Set<string>([DeliveryStatus.PROCESSED, DeliveryStatus.IGNORE
  * by dedupe key. A retry of one of them — Plane resends byte-identical bodies — is answered
  * "duplicate" from memory, without a Postgres round trip; its duplicate count is folded into the
  * row later, in one statement for every delivery (counts of a process that dies before the next
- * fold are lost: they are statistics, nothing depends on them). Deliveries still in progress
- * (accepted, failed) are never remembered: their retry must reach Postgres, which may hand it the
- * processing of a delivery whose first pass died. Each replica remembers what it saw; a retry
+ * fold are lost: they are statistics, nothing depends on them). A retry of a delivery this process
+ * is processing right now waits for that attempt's row and is answered the same way. Any other
+ * delivery not settled (accepted, failed) is not remembered: its retry must reach Postgres, which
+ * may hand it the processing of a delivery whose first pass died. Each replica remembers what it saw; a retry
  * that lands on another replica costs that replica one statement, as before.
  */
 @Injectable()
@@ -27,6 +28,8 @@ export class SettledDeliveries implements BeforeApplicationShutdown {
   /** dedupe key → delivery id; Map keeps insertion order, so the first entries are the oldest. */
   private readonly settled = new Map<string, { id: string; until: number }>();
   private pending = new Map<string, { n: number; last: Date }>();
+  /** Deliveries this process is recording or processing now: key → their row's id once it exists (null: none). */
+  private readonly inProgress = new Map<string, Promise<string | null>>();
   private timer: NodeJS.Timeout | undefined;
   private folding: Promise<void> | undefined;
 
@@ -40,13 +43,45 @@ export class SettledDeliveries implements BeforeApplicationShutdown {
       this.settled.delete(key);
       return undefined;
     }
-    const p = this.pending.get(hit.id);
+    this.count(hit.id);
+    return hit.id;
+  }
+
+  /**
+   * A retry of a delivery this process is still working on: a sender that gave up waiting, which is
+   * what an overloaded server sees. It waits here for the first attempt's row and is answered and
+   * counted like a settled repeat, instead of queueing for Postgres, where it would wait for that
+   * same row's lock and add to the load that made the sender give up. Undefined: none in progress,
+   * or its insert failed (the caller goes on to Postgres itself).
+   */
+  async inProgressRepeat(key: string): Promise<string | undefined> {
+    const id = await this.inProgress.get(key);
+    if (!id) return undefined;
+    this.count(id);
+    return id;
+  }
+
+  /** `key` is in progress here until `done()`; `recorded(id)` once its row exists. */
+  begin(key: string): { recorded(id: string): void; done(): void } {
+    let resolve!: (id: string | null) => void;
+    const mine = new Promise<string | null>((r) => (resolve = r));
+    this.inProgress.set(key, mine);
+    return {
+      recorded: resolve,
+      done: () => {
+        resolve(null); // a no-op once recorded
+        if (this.inProgress.get(key) === mine) this.inProgress.delete(key);
+      },
+    };
+  }
+
+  private count(id: string): void {
+    const p = this.pending.get(id);
     if (p) {
       p.n++;
       p.last = new Date();
-    } else this.pending.set(hit.id, { n: 1, last: new Date() });
+    } else this.pending.set(id, { n: 1, last: new Date() });
     this.timer ??= setTimeout(() => void this.fold(), FOLD_INTERVAL_MS).unref();
-    return hit.id;
   }
 
   /** Remembers a delivery whose outcome is final; anything else is ignored. */
