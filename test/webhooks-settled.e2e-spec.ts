@@ -10,6 +10,16 @@ import { TcpProxy } from './support/tcp-proxy';
  * proxy the test cuts, and the retries are still answered "duplicate" (not spooled, which is what
  * reaching an unreachable Postgres gives); their count lands on the row once it is back.
  */
+/** Waits until the retries answered from memory are folded into the delivery's row. */
+const countedOnRow = (id: string, n: number) =>
+  waitFor(
+    async () =>
+      (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE id = $1', [id])).rows[0]
+        .duplicate_count === n,
+    15_000,
+    `${n} retries to be counted on the row`,
+  );
+
 describe('retries of settled deliveries', () => {
   const pg = TcpProxy.for(testDatabaseUrl(), 5432);
   let t: TestApp;
@@ -43,13 +53,7 @@ describe('retries of settled deliveries', () => {
       Array(5).fill([200, { status: 'duplicate', deliveryId: id }]),
     );
     pg.restore();
-    await waitFor(
-      async () =>
-        (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE id = $1', [id])).rows[0]
-          .duplicate_count === 5,
-      15_000,
-      'the five retries to be counted on the row',
-    );
+    await countedOnRow(id, 5);
   });
 
   it('answers retries of a delivery it is still processing from memory, not behind that row in Postgres', async () => {
@@ -93,13 +97,7 @@ describe('retries of settled deliveries', () => {
       const done = await first;
       expect(done.status).toBe(202);
       expect(answered!.map((r) => r.body.deliveryId)).toEqual(Array(8).fill(done.body.deliveryId));
-      await waitFor(
-        async () =>
-          (await db().query('SELECT duplicate_count FROM webhook_deliveries WHERE dedupe_key = $1', [key])).rows[0]
-            .duplicate_count === 8,
-        15_000,
-        'the eight retries to be counted on the row',
-      );
+      await countedOnRow(done.body.deliveryId as string, 8);
     } finally {
       await release();
       holder.release();

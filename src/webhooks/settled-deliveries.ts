@@ -19,8 +19,8 @@ const SETTLED = new Set<string>([DeliveryStatus.PROCESSED, DeliveryStatus.IGNORE
  * fold are lost: they are statistics, nothing depends on them). A retry of a delivery this process
  * is processing right now waits for that attempt's row and is answered the same way. Any other
  * delivery not settled (accepted, failed) is not remembered: its retry must reach Postgres, which
- * may hand it the processing of a delivery whose first pass died. Each replica remembers what it saw; a retry
- * that lands on another replica costs that replica one statement, as before.
+ * may hand it the processing of a delivery whose first pass died. Each replica remembers what it
+ * saw; a retry that lands on another replica costs that replica one statement, as before.
  */
 @Injectable()
 export class SettledDeliveries implements BeforeApplicationShutdown {
