@@ -50,8 +50,18 @@ describe('spawn thread', () => {
     expect(await child.exited).toEqual({ code: 0, sig: null });
     const out = (await child.output).toString();
     expect(out.endsWith('line1999\n')).toBe(true);
-    expect(out.length).toBeLessThan(2000);
+    expect(out.length).toBeLessThanOrEqual(64);
     expect(out).not.toContain('line0\n');
+  });
+
+  it('keeps only the last bytes when they come in one large read', async () => {
+    // 6,000 bytes in one write: one read takes them all, so the cut is inside a chunk.
+    const child = spawner.spawn('/bin/sh', ['-c', 'printf "%06000d" 0; echo end'], options);
+    child.go();
+    expect(await child.exited).toEqual({ code: 0, sig: null });
+    const out = (await child.output).toString();
+    expect(out.length).toBe(64);
+    expect(out.endsWith('0end\n')).toBe(true);
   });
 
   it('reports a command that could not start, with the reason', async () => {

@@ -24,6 +24,11 @@ parentPort.on('message', (m) => {
     if (child && child.stdin) child.stdin.end('go\\n');
   }
 });
+// The chunks kept can hold more than LIMIT bytes (one read can bring 64 KB): cut to the last LIMIT,
+// copied, so the message carries only those and not the pool the Buffer was cut from.
+function last(all) {
+  return new Uint8Array(all.subarray(Math.max(0, all.length - LIMIT)));
+}
 function start(m) {
   const chunks = [];
   let size = 0;
@@ -56,7 +61,7 @@ function start(m) {
       closed = true;
       clearTimeout(timer);
       children.delete(m.id);
-      post({ t: 'closed', id: m.id, tail: Buffer.concat(chunks) });
+      post({ t: 'closed', id: m.id, tail: last(Buffer.concat(chunks)) });
     };
     const timer = setTimeout(close, 1000);
     if (child.stdout && child.stdout.destroyed && child.stderr && child.stderr.destroyed) close();
