@@ -11,7 +11,8 @@
  * BENCH_FULL_RUNS (full-path runs, and bare Bull forking jobs, default 2000), BENCH_PRODUCERS
  * (dispatches / adds / HTTP calls in flight, default 16), BENCH_OPEN_RATE (offered deliveries/s of
  * the open loop, default 500), BENCH_OPEN_SECONDS (its measured window, default 10), BENCH_OPEN_WARMUP
- * (seconds sent before that window, default 5; 0 measures from the first), BENCH_WORKER_PROFILE_DIR (V8 CPU
+ * (seconds sent before that window, default 5; 0 measures from the first), BENCH_OPEN_TRACE (1: print
+ * the open loop's timeline, bench/open-loop-trace.ts), BENCH_WORKER_PROFILE_DIR (V8 CPU
  * profiles of the worker processes, the full path's included), BENCH_DISPATCH_RUNS (runs dispatched
  * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
  * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
@@ -229,7 +230,14 @@ async function main(): Promise<void> {
       log(
         `webhook intake, open loop: ${openRate} deliveries/s offered for ${openWarmup} s of warm-up, then ${openSeconds} s measured`,
       );
-      openLoop = await runOpenLoopIntake(appEnv, openRate, openSeconds, openWarmup);
+      openLoop = await runOpenLoopIntake(
+        appEnv,
+        openRate,
+        openSeconds,
+        openWarmup,
+        process.env.BENCH_OPEN_TRACE === '1',
+      );
+      for (const line of openLoop.timeline ?? []) log(`  ${line}`);
       log(
         `  p50 ${openLoop.p50Ms.toFixed(1)} ms, p99 ${openLoop.p99Ms.toFixed(1)} ms (new items ${openLoop.newP99Ms.toFixed(1)}, worst second ${openLoop.worstSecondP99Ms.toFixed(1)}), warm-up p99 ${openLoop.warmupP99Ms.toFixed(1)} ms, sent ${openLoop.sentPerSec.toFixed(0)}/s, errors ${openLoop.errors} ${JSON.stringify(openLoop.errorKinds)}`,
       );

@@ -13,6 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'node:http';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
+import { startOpenLoopTrace } from './open-loop-trace';
 import { pct, sleep, startApp } from './support';
 import { DUPLICATE_SHARE } from './webhook-intake';
 
@@ -38,6 +39,8 @@ export interface OpenLoopResult {
   warmupSeconds: number;
   warmupP99Ms: number;
   serverPeakRssMb: number | null;
+  /** With `trace` (BENCH_OPEN_TRACE): the timeline of bench/open-loop-trace.ts, one line per 250 ms. */
+  timeline?: string[];
 }
 
 function post(agent: Agent, port: number, body: string, signature: string): Promise<number> {
@@ -72,6 +75,7 @@ export async function runOpenLoopIntake(
   ratePerSec: number,
   seconds: number,
   warmupSeconds: number,
+  trace = false,
 ): Promise<OpenLoopResult> {
   const server = await startApp({ ...env, APP_ROLE: 'api', PLANE_WEBHOOK_SECRETS: PLANE_SECRET });
   // No cap on sockets: an open loop opens another connection rather than wait for a free one.
@@ -88,6 +92,14 @@ export async function runOpenLoopIntake(
   };
   let sent = 0;
   const inFlight = new Set<Promise<void>>();
+  const tracer = trace
+    ? await startOpenLoopTrace(
+        env.DATABASE_URL,
+        server.child.pid,
+        () => answers.length,
+        () => inFlight.size,
+      )
+    : undefined;
   try {
     const total = Math.round(ratePerSec * (warmupSeconds + seconds));
     const t0 = performance.now() + 50;
@@ -116,6 +128,7 @@ export async function runOpenLoopIntake(
     }
     const sentFor = (performance.now() - t0) / 1000;
     await Promise.all(inFlight);
+    const timeline = await tracer?.stop();
     const warmupMs = warmupSeconds * 1000;
     const window = answers.filter(([at]) => at >= warmupMs);
     const sorted = (rows: Array<[number, number, boolean]>) => rows.map(([, ms]) => ms).sort((a, b) => a - b);
@@ -141,8 +154,10 @@ export async function runOpenLoopIntake(
       warmupSeconds,
       warmupP99Ms: pct(sorted(answers.filter(([at]) => at < warmupMs)), 99),
       serverPeakRssMb: server.peakRssMb(),
+      ...(timeline ? { timeline } : {}),
     };
   } finally {
+    await tracer?.stop().catch(() => undefined);
     agent.destroy();
     await server.stop();
   }
