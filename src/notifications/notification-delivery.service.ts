@@ -54,6 +54,8 @@ export class NotificationDeliveryService {
     if (!this.slack.configured) return { kind: 'skip', reason: 'SLACK_WEBHOOK_URL is not set in this process' };
     if (signal?.aborted) return { kind: 'later', delayMs: this.leaseMs + 100, reason: 'lock lost before the claim' };
     const max = this.config.notify.maxAttempts;
+    // The lease runs from the moment the claim was asked for: Postgres started it in between.
+    const askedAt = Date.now();
     const claim = await this.claims.claim(notificationId, this.leaseMs, max);
     if (!claim) return this.claims.whyNot(notificationId, max);
     const keeper = new Heartbeat(
@@ -61,6 +63,7 @@ export class NotificationDeliveryService {
       this.leaseMs,
       `notification ${notificationId}`,
       {
+        askedAt,
         onError: (err) =>
           this.logger.warn({ msg: 'notification claim extend failed', notificationId, err: String(err) }),
       },
@@ -75,9 +78,14 @@ export class NotificationDeliveryService {
     // without persistence — the key is simply gone while the row is still ours — and dropping a
     // POST Slack already has would only make the next holder post the message again.
     const post = abortAfterGrace([keeper.signal], POST_ABORT_GRACE_MS);
+    // Written only while the claim surely holds, with a fifth of the lease to spare for the request
+    // to reach Slack: a process that froze before the write (its connection was being opened) and
+    // woke past that point sends nothing, and the row's next holder posts the message once.
+    const writeBy = () => keeper.validUntil - this.leaseMs / 5;
+    const mayWrite = () => !keeper.signal.aborted && Date.now() < writeBy();
     let outcome: SlackOutcome;
     try {
-      outcome = await this.slack.post(claim.message, post.signal);
+      outcome = await this.slack.post(claim.message, post.signal, mayWrite);
     } finally {
       post.dispose();
       keeper.stop();
@@ -97,6 +105,15 @@ export class NotificationDeliveryService {
         return { kind: 'sent', attempts: claim.attempts };
       }
       case 'aborted':
+        if (outcome.unwritten) {
+          // Slack never got it; the row is no longer surely ours, so its next holder posts it.
+          this.logger.warn({ msg: 'notification not posted: the claim could lapse before the write', ...log });
+          return {
+            kind: 'later',
+            delayMs: this.leaseMs + 100,
+            reason: 'claim could lapse before the POST was written',
+          };
+        }
         // Claim or lock lost mid-POST: we cannot know whether Slack got it, and the row is no
         // longer ours to write. Its next holder takes it once the (no longer extended) lease lapses.
         this.logger.warn({ msg: 'notification post aborted: claim or lock lost', ...log });

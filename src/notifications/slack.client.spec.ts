@@ -87,6 +87,24 @@ describe('SlackClient', () => {
     await expect(pending).resolves.toEqual({ kind: 'aborted' });
   });
 
+  it('writes nothing when MayWrite says no once the connection is up, and says so', async () => {
+    let received = 0;
+    handler = (_req, res) => {
+      received++;
+      res.end('ok');
+    };
+    let asked = 0;
+    const refused = await client().post({ text: 'x' }, undefined, () => {
+      asked++;
+      return false;
+    });
+    expect(refused).toEqual({ kind: 'aborted', unwritten: true });
+    expect(asked).toBe(1);
+    // The next request, allowed, goes through: the refused one left nothing behind.
+    expect(await client().post({ text: 'y' }, undefined, () => true)).toEqual({ kind: 'ok' });
+    expect(received).toBe(1);
+  });
+
   it('never lets the webhook URL into an error', async () => {
     answer(400, `invalid_payload at ${base}${secretPath}`);
     const echoed = await client().post({ text: 'x' });

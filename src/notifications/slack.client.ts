@@ -1,3 +1,5 @@
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { parseRetryAfterMs } from './retry-backoff';
 
 /** Slack is given this long to answer; past it the attempt counts as failed and is retried. */
@@ -16,14 +18,33 @@ export type SlackOutcome =
   | { kind: 'transient'; error: string; retryAfterMs?: number }
   /** Slack refused the message itself (4xx other than 408/429): retrying cannot help. */
   | { kind: 'permanent'; error: string }
-  /** The caller's signal fired (claim or lock lost): we do not know, and it is not ours to record. */
-  | { kind: 'aborted' };
+  /**
+   * The caller's signal fired (claim or lock lost): we do not know, and it is not ours to record.
+   * `unwritten`: MayWrite said no, so Slack never got the request.
+   */
+  | { kind: 'aborted'; unwritten?: true };
 
 /**
- * Posts to the incoming webhook with Node's fetch. The URL is a credential (anyone holding it can
- * post to the channel), so it never appears in an error, a log line or `last_error`.
+ * Asked right before the request's bytes are written (the connection is up): false drops the
+ * request unwritten. What posts a message must still hold its claim at that moment, not only when
+ * it started: a process frozen while its connection was being opened (GC, SIGSTOP) wakes with
+ * its claim lapsed and maybe taken over, and only the write still lies ahead.
+ */
+export type MayWrite = () => boolean;
+
+/** Bytes of an error answer kept for `last_error` (Slack's are short: `invalid_payload`, …). */
+const ERROR_BODY_CHARS = 200;
+
+/**
+ * Posts to the incoming webhook with node:http(s) on a keep-alive agent, so the write of the
+ * request is a moment this code controls (see MayWrite). The URL is a credential (anyone holding
+ * it can post to the channel), so it never appears in an error, a log line or `last_error`.
+ * Redirects are not followed: a 3xx is an error answer, retried like a 5xx, and the payload never
+ * goes anywhere the operator did not configure.
  */
 export class SlackClient {
+  private readonly agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+
   constructor(
     private readonly webhookUrl: string | undefined,
     private readonly timeoutMs: number = SLACK_TIMEOUT_MS,
@@ -33,36 +54,83 @@ export class SlackClient {
     return Boolean(this.webhookUrl);
   }
 
-  async post(message: SlackMessage, signal?: AbortSignal): Promise<SlackOutcome> {
-    if (!this.webhookUrl) return { kind: 'permanent', error: 'SLACK_WEBHOOK_URL is not set' };
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    let res: Response;
-    try {
-      res = await fetch(this.webhookUrl, {
+  post(message: SlackMessage, signal?: AbortSignal, mayWrite?: MayWrite): Promise<SlackOutcome> {
+    if (!this.webhookUrl) return Promise.resolve({ kind: 'permanent', error: 'SLACK_WEBHOOK_URL is not set' });
+    const url = new URL(this.webhookUrl);
+    const tls = url.protocol === 'https:';
+    const body = JSON.stringify({ text: message.text, blocks: message.blocks });
+    return new Promise<SlackOutcome>((resolve) => {
+      const req = (tls ? httpsRequest : httpRequest)(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ text: message.text, blocks: message.blocks }),
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-        // A redirect would send the payload somewhere the operator did not configure.
-        redirect: 'error',
+        agent: tls ? this.agents.https : this.agents.http,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       });
-    } catch (err) {
-      if (signal?.aborted) return { kind: 'aborted' };
-      if (timeout.aborted) return { kind: 'transient', error: `Slack did not answer within ${this.timeoutMs} ms` };
-      return { kind: 'transient', error: this.redact(describe(err)) };
-    }
-    if (res.ok) {
-      // Delivered: do not wait for the body ("ok") — every millisecond here widens the window
-      // between Slack's 200 and our commit.
-      void res.body?.cancel().catch(() => undefined);
-      return { kind: 'ok' };
-    }
-    const body = this.redact((await res.text().catch(() => '')).trim().slice(0, 200));
-    const error = `Slack answered ${res.status}${body ? `: ${body}` : ''}`;
-    if (res.status === 429)
-      return { kind: 'transient', error, retryAfterMs: parseRetryAfterMs(res.headers.get('retry-after')) };
-    if (res.status >= 400 && res.status < 500 && res.status !== 408) return { kind: 'permanent', error };
+      const finish = (outcome: SlackOutcome) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
+      const drop = (outcome: SlackOutcome) => {
+        req.destroy();
+        finish(outcome);
+      };
+      const onAbort = () => drop({ kind: 'aborted' });
+      const timer = setTimeout(
+        () => drop({ kind: 'transient', error: `Slack did not answer within ${this.timeoutMs} ms` }),
+        this.timeoutMs,
+      );
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) return onAbort();
+      req.on('error', (err) => finish(signal?.aborted ? { kind: 'aborted' } : this.networkError(err)));
+      req.on('socket', (socket) => {
+        const write = () => {
+          if (req.destroyed) return; // timed out or aborted while connecting
+          if (mayWrite && !mayWrite()) return drop({ kind: 'aborted', unwritten: true });
+          req.end(body);
+        };
+        // A socket from the keep-alive pool is connected (and past its TLS handshake) already.
+        if (req.reusedSocket) write();
+        else socket.once(tls ? 'secureConnect' : 'connect', write);
+      });
+      req.on('response', (res) => {
+        if (res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300) {
+          // Delivered: do not wait for the body ("ok") — every millisecond here widens the window
+          // between Slack's 200 and our commit.
+          res.resume();
+          return finish({ kind: 'ok' });
+        }
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (text.length < ERROR_BODY_CHARS * 4) text += chunk;
+        });
+        res.on('error', () => undefined);
+        // 'close' also when the connection breaks mid-body: what arrived is what we report.
+        res.on('close', () => finish(this.errorAnswer(res.statusCode ?? 0, text, res.headers['retry-after'])));
+      });
+    });
+  }
+
+  private errorAnswer(status: number, text: string, retryAfter: string | string[] | undefined): SlackOutcome {
+    const body = this.redact(text.trim().slice(0, ERROR_BODY_CHARS));
+    const error = `Slack answered ${status}${body ? `: ${body}` : ''}`;
+    if (status === 429)
+      return {
+        kind: 'transient',
+        error,
+        retryAfterMs: parseRetryAfterMs(Array.isArray(retryAfter) ? retryAfter[0] : (retryAfter ?? null)),
+      };
+    if (status >= 400 && status < 500 && status !== 408) return { kind: 'permanent', error };
     return { kind: 'transient', error };
+  }
+
+  private networkError(err: Error & { code?: string }): SlackOutcome {
+    return {
+      kind: 'transient',
+      error: this.redact(
+        `${err.message}${err.code && !err.message.includes(err.code) ? ` (${err.code})` : ''}`.slice(0, 300),
+      ),
+    };
   }
 
   private redact(text: string): string {
@@ -72,11 +140,4 @@ export class SlackClient {
     if (pathname.length > 1) out = out.split(pathname).join('[slack webhook path]');
     return out;
   }
-}
-
-/** fetch() throws "fetch failed" and hides the reason (ECONNREFUSED, ENOTFOUND…) in `cause`. */
-function describe(err: unknown): string {
-  const e = err as { message?: string; cause?: { code?: string; message?: string } };
-  const cause = e?.cause?.code ?? e?.cause?.message;
-  return `${e?.message ?? String(err)}${cause ? ` (${cause})` : ''}`.slice(0, 300);
 }
