@@ -1,3 +1,4 @@
+import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { NotificationClaimsRepository } from '../src/notifications/notification-claims.repository';
 import { NotificationDeliveryService } from '../src/notifications/notification-delivery.service';
@@ -10,10 +11,16 @@ const LEASE_MS = 1500;
 const MAX_ATTEMPTS = 3;
 const BASE_DELAY_MS = 400;
 
+/** Blocks this process's only thread, as SIGSTOP or a long GC pause would: no timer, no I/O runs. */
+function freeze(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
 /**
  * NotificationDeliveryService.deliver called directly (no kick, no jobs, the scheduler's interval an
  * hour), each test racing exactly what it names: a lock lost before or during the claim, a POST
- * aborted, a database blip while "SENT" is recorded, the attempts running out. The stub is the
+ * aborted, a process frozen before its POST was written, a database blip while "SENT" is recorded,
+ * the attempts running out. The stub is the
  * outside witness of what Slack got; notifications-claims.e2e covers the claim races.
  */
 describe('NotificationDeliveryService: one attempt, each way it can end', () => {
@@ -163,6 +170,53 @@ describe('NotificationDeliveryService: one attempt, each way it can end', () => 
     const spy = jest.spyOn(claims, 'markSent').mockRejectedValue(boom);
     await expect(delivery.deliver(r.id)).rejects.toBe(boom);
     expect(spy).toHaveBeenCalledTimes(1);
+  });
+
+  // The POST is written only while the claim surely holds (docs/notifications.md, window 3): an
+  // attempt that froze after its claim and woke past that point sends nothing. The freezes are real.
+  const unwritten = { kind: 'later', delayMs: LEASE_MS + 100, reason: 'claim could lapse before the POST was written' };
+  /** Slack got nothing from the frozen attempt; once the lease lapsed, the next attempt posts the message once. */
+  async function nothingThenOnce(id: string, runId: string): Promise<void> {
+    await new Promise((res) => setTimeout(res, 300));
+    expect(stub.for(runId)).toHaveLength(0);
+    await new Promise((res) => setTimeout(res, LEASE_MS + 200));
+    expect(await delivery.deliver(id)).toEqual({ kind: 'sent', attempts: 2 });
+    expect(stub.for(runId)).toHaveLength(1);
+    expect(stub.delivered(runId)).toBe(1);
+  }
+
+  it('frozen while its connection was being opened: woken connected but past the deadline, it writes nothing', async () => {
+    const r = await pendingRow();
+    // No pooled connection to reuse: the POST opens one, and the process freezes as it connects.
+    stub.closeIdleConnections();
+    await new Promise((res) => setTimeout(res, 100));
+    const real = Agent.prototype.createConnection;
+    const opened = jest.spyOn(Agent.prototype, 'createConnection').mockImplementation(function (
+      this: Agent,
+      ...args: Parameters<Agent['createConnection']>
+    ) {
+      const socket = real.apply(this, args);
+      // Before anything queued for the socket is written.
+      socket?.prependOnceListener('connect', () => freeze(LEASE_MS + 200));
+      return socket;
+    });
+    expect(await delivery.deliver(r.id)).toEqual(unwritten);
+    expect(opened).toHaveBeenCalledTimes(1);
+    opened.mockRestore();
+    await nothingThenOnce(r.id, r.runId);
+  });
+
+  it('frozen between the claim and the POST: counted from when the claim was asked for, it writes nothing', async () => {
+    const r = await pendingRow();
+    const real = claims.claim.bind(claims);
+    jest.spyOn(claims, 'claim').mockImplementation(async (...args) => {
+      const claimed = await real(...args);
+      freeze(LEASE_MS + 200);
+      return claimed;
+    });
+    expect(await delivery.deliver(r.id)).toEqual(unwritten);
+    jest.restoreAllMocks();
+    await nothingThenOnce(r.id, r.runId);
   });
 
   it('a 200 for a row another deliverer already recorded is still "sent" (Slack has the message)', async () => {
