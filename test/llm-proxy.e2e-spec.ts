@@ -194,6 +194,22 @@ describe('LLM proxy (scope run)', () => {
     await waitForStatus([h.runId], ['SUCCESS']);
   });
 
+  it('a pooled upstream connection found dead: the request goes again on a new one, the command gets its answer', async () => {
+    const project = await createProject(t.http);
+    const h = await hold(t, dir, project.id);
+    // The first call leaves its connection in the proxy's pool; the next one meets it dead.
+    expect((await post(h.openai, '/chat/completions', chat('pooled 1'))).status).toBe(200);
+    const before = llm.count();
+    llm.resetReusedNext();
+    const again = await post(h.openai, '/chat/completions', chat('pooled 2'));
+    expect([again.status, again.cache]).toEqual([200, 'miss']);
+    expect(again.body.toString()).toContain('pooled 2');
+    expect(llm.resets).toBe(1);
+    expect(llm.count() - before).toBe(1);
+    h.release();
+    await waitForStatus([h.runId], ['SUCCESS']);
+  });
+
   it('only the configured upstream is ever contacted: paths that would leave it are refused', async () => {
     const project = await createProject(t.http);
     const h = await hold(t, dir, project.id);

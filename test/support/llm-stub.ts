@@ -23,6 +23,10 @@ export class LlmStub {
   delayMs = 0;
   private serial = 0;
   private failures: number[] = [];
+  private resetReused = 0;
+  /** Requests cut this way so far (see resetReusedNext). */
+  resets = 0;
+  private readonly served = new WeakMap<object, number>();
 
   private constructor(private readonly server: Server) {}
 
@@ -48,6 +52,14 @@ export class LlmStub {
     for (let i = 0; i < times; i++) this.failures.push(status);
   }
 
+  /**
+   * The next request that comes on a connection which already served one is not read: the
+   * connection is destroyed, as an idle connection the provider closed just as it was reused.
+   */
+  resetReusedNext(): void {
+    this.resetReused++;
+  }
+
   count(provider?: LlmCall['provider']): number {
     return this.calls.filter((c) => !provider || c.provider === provider).length;
   }
@@ -58,6 +70,14 @@ export class LlmStub {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const served = (this.served.get(req.socket) ?? 0) + 1;
+    this.served.set(req.socket, served);
+    if (served > 1 && this.resetReused > 0) {
+      this.resetReused--;
+      this.resets++;
+      req.socket.destroy();
+      return;
+    }
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     let body: Record<string, unknown> = {};

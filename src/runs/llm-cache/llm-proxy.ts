@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   Agent as HttpAgent,
+  ClientRequest,
   IncomingMessage,
   OutgoingHttpHeaders,
   request as httpRequest,
@@ -178,25 +179,30 @@ export class LlmProxy {
     flight: Flight,
   ): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const up = this.send(req, url, body, (upRes) => {
-        this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
-        grant.stats.llmUpstream++;
-        flight.setHead({ status: upRes.statusCode ?? 502, headers: upRes.headers });
-        upRes.on('data', (c: Buffer) => flight.push(c));
-        upRes.once('end', () => {
-          flight.end();
-          resolve();
-        });
-        upRes.once('error', (err) => {
+      this.send(
+        req,
+        url,
+        body,
+        (upRes) => {
+          this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
+          grant.stats.llmUpstream++;
+          flight.setHead({ status: upRes.statusCode ?? 502, headers: upRes.headers });
+          upRes.on('data', (c: Buffer) => flight.push(c));
+          upRes.once('end', () => {
+            flight.end();
+            resolve();
+          });
+          upRes.once('error', (err) => {
+            flight.fail(err);
+            reject(err);
+          });
+        },
+        (err) => {
+          if (!flight.head) this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
           flight.fail(err);
           reject(err);
-        });
-      });
-      up.once('error', (err) => {
-        if (!flight.head) this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
-        flight.fail(err);
-        reject(err);
-      });
+        },
+      );
     });
   }
 
@@ -210,24 +216,29 @@ export class LlmProxy {
     body: Buffer,
   ): Promise<void> {
     return new Promise<void>((resolve) => {
-      const up = this.send(req, url, body, (upRes) => {
-        this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
-        grant.stats.llmUpstream++;
-        res.setHeader(CACHE_HEADER, 'miss');
-        res.writeHead(
-          upRes.statusCode ?? 502,
-          answerHeaders({ status: upRes.statusCode ?? 502, headers: upRes.headers }),
-        );
-        upRes.pipe(res);
-        upRes.once('end', () => resolve());
-        upRes.once('error', () => resolve());
-      });
-      up.once('error', (err) => {
-        this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
-        if (!res.headersSent) fail(res, 502, `onceflow: upstream request failed: ${err.message}`);
-        else res.destroy();
-        resolve();
-      });
+      const up = this.send(
+        req,
+        url,
+        body,
+        (upRes) => {
+          this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
+          grant.stats.llmUpstream++;
+          res.setHeader(CACHE_HEADER, 'miss');
+          res.writeHead(
+            upRes.statusCode ?? 502,
+            answerHeaders({ status: upRes.statusCode ?? 502, headers: upRes.headers }),
+          );
+          upRes.pipe(res);
+          upRes.once('end', () => resolve());
+          upRes.once('error', () => resolve());
+        },
+        (err) => {
+          this.metrics.llmUpstreamCalls.inc({ provider, status: 'error' });
+          if (!res.headersSent) fail(res, 502, `onceflow: upstream request failed: ${err.message}`);
+          else res.destroy();
+          resolve();
+        },
+      );
       res.once('close', () => {
         if (!res.writableFinished) up.destroy();
         resolve();
@@ -235,7 +246,20 @@ export class LlmProxy {
     });
   }
 
-  private send(req: IncomingMessage, url: URL, body: Buffer, onResponse: (res: IncomingMessage) => void) {
+  /**
+   * Sends the request upstream; `onError` gets any failure before or during the answer's head.
+   * A pooled connection the upstream closed while it sat idle fails with ECONNRESET before any
+   * answer: its close and our reuse crossed, and the request met a dead connection. That one is
+   * sent once more, on a connection of its own (the pattern Node's http docs give for
+   * `reusedSocket`); without it the command got a 502 for a call the upstream never saw.
+   */
+  private send(
+    req: IncomingMessage,
+    url: URL,
+    body: Buffer,
+    onResponse: (res: IncomingMessage) => void,
+    onError: (err: Error) => void,
+  ): { destroy(): void } {
     const headers: OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
       if (value === undefined || HOP_BY_HOP.has(name) || name.startsWith('x-onceflow')) continue;
@@ -245,13 +269,32 @@ export class LlmProxy {
     headers['accept-encoding'] = 'identity';
     if (body.length || req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH')
       headers['content-length'] = body.length;
-    const options = { method: req.method, headers, timeout: UPSTREAM_IDLE_MS };
-    const up =
-      url.protocol === 'https:'
-        ? httpsRequest(url, { ...options, agent: this.httpsAgent }, onResponse)
-        : httpRequest(url, { ...options, agent: this.httpAgent }, onResponse);
-    up.once('timeout', () => up.destroy(new Error(`no answer from the upstream for ${UPSTREAM_IDLE_MS / 1000} s`)));
-    up.end(body);
-    return up;
+    const tls = url.protocol === 'https:';
+    let current: ClientRequest;
+    const attempt = (pooled: boolean) => {
+      // A retry gets a connection of its own (agent false): the pool may hold more dead ones.
+      const options = { method: req.method, headers, timeout: UPSTREAM_IDLE_MS };
+      const agent = pooled ? (tls ? this.httpsAgent : this.httpAgent) : false;
+      let answered = false;
+      const up = (tls ? httpsRequest : httpRequest)(url, { ...options, agent }, (upRes) => {
+        answered = true;
+        onResponse(upRes);
+      });
+      up.once('timeout', () => up.destroy(new Error(`no answer from the upstream for ${UPSTREAM_IDLE_MS / 1000} s`)));
+      up.once('error', (err: NodeJS.ErrnoException) => {
+        if (pooled && !answered && up.reusedSocket && err.code === 'ECONNRESET') {
+          this.logger.warn({
+            msg: 'LLM upstream had closed a pooled connection; sending again on a new one',
+            url: url.origin,
+          });
+          return attempt(false);
+        }
+        onError(err);
+      });
+      up.end(body);
+      current = up;
+    };
+    attempt(true);
+    return { destroy: () => current.destroy() };
   }
 }
