@@ -187,9 +187,7 @@ describe('NotificationDeliveryService: one attempt, each way it can end', () => 
 
   it('frozen while its connection was being opened: woken connected but past the deadline, it writes nothing', async () => {
     const r = await pendingRow();
-    // No pooled connection to reuse: the POST opens one, and the process freezes as it connects.
-    stub.closeIdleConnections();
-    await new Promise((res) => setTimeout(res, 100));
+    // Each POST opens its connection: the process freezes as this one connects.
     const real = Agent.prototype.createConnection;
     const opened = jest.spyOn(Agent.prototype, 'createConnection').mockImplementation(function (
       this: Agent,

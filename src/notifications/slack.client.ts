@@ -1,5 +1,5 @@
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { parseRetryAfterMs } from './retry-backoff';
 
 /** Slack is given this long to answer; past it the attempt counts as failed and is retried. */
@@ -36,15 +36,14 @@ export type MayWrite = () => boolean;
 const ERROR_BODY_CHARS = 200;
 
 /**
- * Posts to the incoming webhook with node:http(s) on a keep-alive agent, so the write of the
- * request is a moment this code controls (see MayWrite). The URL is a credential (anyone holding
+ * Posts to the incoming webhook with node:http(s), so the write of the request is a moment this
+ * code controls (see MayWrite). One connection per message, not a keep-alive pool: a pooled
+ * connection Slack closed while it sat idle fails the POST that reuses it, and messages are few. The URL is a credential (anyone holding
  * it can post to the channel), so it never appears in an error, a log line or `last_error`.
  * Redirects are not followed: a 3xx is an error answer, retried like a 5xx, and the payload never
  * goes anywhere the operator did not configure.
  */
 export class SlackClient {
-  private readonly agents = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
-
   constructor(
     private readonly webhookUrl: string | undefined,
     private readonly timeoutMs: number = SLACK_TIMEOUT_MS,
@@ -62,7 +61,7 @@ export class SlackClient {
     return new Promise<SlackOutcome>((resolve) => {
       const req = (tls ? httpsRequest : httpRequest)(url, {
         method: 'POST',
-        agent: tls ? this.agents.https : this.agents.http,
+        agent: false,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       });
       const finish = (outcome: SlackOutcome) => {
@@ -88,9 +87,7 @@ export class SlackClient {
           if (mayWrite && !mayWrite()) return drop({ kind: 'aborted', unwritten: true });
           req.end(body);
         };
-        // A socket from the keep-alive pool is connected (and past its TLS handshake) already.
-        if (req.reusedSocket) write();
-        else socket.once(tls ? 'secureConnect' : 'connect', write);
+        socket.once(tls ? 'secureConnect' : 'connect', write);
       });
       req.on('response', (res) => {
         if (res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300) {

@@ -84,11 +84,6 @@ export class SlackStub {
     return this.for(key).filter((r) => r.state === 'held');
   }
 
-  /** Closes the connections not serving a request: a client's next request opens a new one. */
-  closeIdleConnections(): void {
-    this.server.closeIdleConnections();
-  }
-
   async close(): Promise<void> {
     for (const r of this.held()) r.release({ status: 503 });
     this.server.closeAllConnections();
