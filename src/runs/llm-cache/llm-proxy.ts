@@ -184,8 +184,7 @@ export class LlmProxy {
         url,
         body,
         (upRes) => {
-          this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
-          grant.stats.llmUpstream++;
+          this.countAnswer(provider, grant, upRes);
           flight.setHead({ status: upRes.statusCode ?? 502, headers: upRes.headers });
           upRes.on('data', (c: Buffer) => flight.push(c));
           upRes.once('end', () => {
@@ -206,6 +205,12 @@ export class LlmProxy {
     });
   }
 
+  /** An upstream answer's head arrived: counted once, whether it feeds a flight or is forwarded. */
+  private countAnswer(provider: LlmProvider, grant: AttemptGrant, upRes: IncomingMessage): void {
+    this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
+    grant.stats.llmUpstream++;
+  }
+
   /** Not cacheable (not a JSON POST, or the cache is off): forwarded as is, aborted with its client. */
   private forward(
     req: IncomingMessage,
@@ -221,8 +226,7 @@ export class LlmProxy {
         url,
         body,
         (upRes) => {
-          this.metrics.llmUpstreamCalls.inc({ provider, status: `${Math.floor((upRes.statusCode ?? 0) / 100)}xx` });
-          grant.stats.llmUpstream++;
+          this.countAnswer(provider, grant, upRes);
           res.setHeader(CACHE_HEADER, 'miss');
           res.writeHead(
             upRes.statusCode ?? 502,
