@@ -163,6 +163,57 @@ describe('TaskLockService leases', () => {
     expect(await redis.get(locks.lockKey(key))).toBe('thief');
     await redis.del(locks.lockKey(key));
   });
+
+  it('a lock key that vanished (Redis flushed) is taken again for work fenced in Postgres; a thief still wins', async () => {
+    const retaken = async () =>
+      (await t.app.get(MetricsService).lockAcquisitions.get()).values
+        .filter((v) => v.labels.result === 'retaken')
+        .reduce((n, v) => n + v.value, 0);
+    const before = await retaken();
+    const key = `vanished-${Date.now()}`;
+    const fenced = { ...spec(key, async () => undefined, 300), fencedInPostgres: true };
+    const seen = (await guard.runGuarded(job('j7'), {
+      ...fenced,
+      handler: async (_job, lease) => {
+        await redis.del(locks.lockKey(key));
+        // Three beats (every 100 ms) after the key vanished: the lease must still be up.
+        await new Promise((r) => setTimeout(r, 400));
+        return { aborted: lease.signal.aborted, holder: await redis.get(locks.lockKey(key)), owner: lease.owner };
+      },
+    })) as { aborted: boolean; holder: string | null; owner: string };
+    expect(seen.aborted).toBe(false);
+    expect(seen.holder).toBe(seen.owner);
+    expect(await retaken()).toBeGreaterThan(before);
+    expect(await redis.exists(locks.lockKey(key))).toBe(0);
+
+    // Without a fence of its own the work cannot tell a flush from a lapse: the lease is lost.
+    const plain = await guard.runGuarded(
+      job('j8'),
+      spec(
+        key,
+        async (_job, lease) => {
+          await redis.del(locks.lockKey(key));
+          await waitFor(() => lease.signal.aborted, 3000, 'the lease to notice the vanished key');
+          return lease.signal.reason;
+        },
+        300,
+      ),
+    );
+    expect((plain as LockLostError).reason).toBe('extend_failed');
+
+    // A key another owner holds is lost even for fenced work.
+    const stolen = await guard.runGuarded(job('j9'), {
+      ...fenced,
+      handler: async (_job, lease) => {
+        await redis.set(locks.lockKey(key), 'thief', 'PX', 5000);
+        await waitFor(() => lease.signal.aborted, 3000, 'the lease to notice the theft');
+        return lease.signal.reason;
+      },
+    });
+    expect((stolen as LockLostError).reason).toBe('extend_failed');
+    expect(await redis.get(locks.lockKey(key))).toBe('thief');
+    await redis.del(locks.lockKey(key));
+  });
 });
 
 describe('TaskLockService on shutdown', () => {

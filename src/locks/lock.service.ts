@@ -26,6 +26,20 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0`;
+// Like EXTEND, but a key that is gone (Redis restarted or flushed, never taken by another owner)
+// is set again for the same owner: 1 extended, 2 taken again, 0 held by another owner.
+const EXTEND_OR_RETAKE = `
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
+end
+return 0`;
+
+export type ExtendResult = 'extended' | 'retaken' | 'lost';
 
 class Script {
   readonly sha: string;
@@ -36,7 +50,12 @@ class Script {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 }
-const SCRIPTS = { acquire: new Script(ACQUIRE, 2), release: new Script(RELEASE, 1), extend: new Script(EXTEND, 1) };
+const SCRIPTS = {
+  acquire: new Script(ACQUIRE, 2),
+  release: new Script(RELEASE, 1),
+  extend: new Script(EXTEND, 1),
+  extendOrRetake: new Script(EXTEND_OR_RETAKE, 1),
+};
 
 /**
  * Redis locks with owner-checked release/extend and fencing tokens; each operation is ONE round
@@ -90,6 +109,15 @@ export class LockService {
 
   async extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
     return (await this.run<number>(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs])) === 1;
+  }
+
+  /**
+   * extend() for a holder whose work is fenced elsewhere (a lease in Postgres): a key that vanished
+   * is set again instead of lost. Only safe where that other fence decides who may write.
+   */
+  async extendOrRetake(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<ExtendResult> {
+    const r = await this.run<number>(SCRIPTS.extendOrRetake, [this.lockKey(handle.key), handle.owner, ttlMs]);
+    return r === 1 ? 'extended' : r === 2 ? 'retaken' : 'lost';
   }
 
   /** Remaining TTL of a lock in ms; -2 when nobody holds it. */

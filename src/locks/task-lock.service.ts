@@ -26,6 +26,14 @@ export interface GuardedProcessorSpec<T> {
   concurrency: number;
   ttlMs: number;
   lockKey: (job: Job<T>) => string;
+  /**
+   * The handler's work is fenced by a lease of its own in Postgres (a run's lease and fencing
+   * token, a notification's claim), checked on every beat. Then a lock key that vanished while
+   * held (Redis restarted without persistence, a flushed prefix) is set again for the same owner
+   * instead of aborting the work: killing a command that is finishing would only make the next
+   * attempt run it again. A key held by another owner is still a loss.
+   */
+  fencedInPostgres?: boolean;
   handler: (job: Job<T>, lease: Lease) => Promise<unknown>;
 }
 
@@ -87,7 +95,22 @@ export class TaskLockService implements BeforeApplicationShutdown {
     }
     this.metrics.lockAcquisitions.inc({ result: 'acquired' });
     const checks: Array<() => Promise<boolean>> = [];
-    const heartbeat = new Heartbeat(() => this.locks.extend(handle, handle.ttlMs), handle.ttlMs, key, {
+    const extend = spec.fencedInPostgres
+      ? async () => {
+          const r = await this.locks.extendOrRetake(handle, handle.ttlMs);
+          if (r === 'retaken') {
+            this.metrics.lockAcquisitions.inc({ result: 'retaken' });
+            this.logger.warn({
+              msg: 'lock key vanished from Redis; taken again',
+              processor: spec.name,
+              jobId: job.id,
+              lockKey: key,
+            });
+          }
+          return r !== 'lost';
+        }
+      : () => this.locks.extend(handle, handle.ttlMs);
+    const heartbeat = new Heartbeat(extend, handle.ttlMs, key, {
       onBeat: async () => {
         for (const check of checks) if (!(await check())) return false;
         return true;

@@ -39,6 +39,7 @@ export class NotificationsProcessor implements OnModuleInit {
       concurrency: Math.max(4, this.config.worker.concurrency),
       ttlMs: this.delivery.leaseMs,
       lockKey: (job) => notificationLockKey(job.data.notificationId),
+      fencedInPostgres: true,
       handler: (job, lease) => this.handle(job, lease),
     });
   }

@@ -46,6 +46,7 @@ export class RunProcessor implements OnModuleInit {
       concurrency: this.config.worker.concurrency,
       ttlMs: this.config.runs.lockTtlMs,
       lockKey: (job) => runLockKey(job.data.runId),
+      fencedInPostgres: true,
       handler: (job, lease) => this.handle(job, lease),
     });
   }
