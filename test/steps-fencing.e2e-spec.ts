@@ -74,9 +74,9 @@ sleep 30`,
 
   it('the credential refuses an attempt whose lease was lost, while Postgres still says RUNNING under its token', async () => {
     const runId = await started();
-    // The lock vanishes (a Redis restart without persistence): the next beat loses the lease.
+    // The lock is another owner's now (it lapsed and was taken): the next beat loses the lease.
     const locks = t.app.get<LockService>(LOCK_SERVICE);
-    await redis.del(locks.lockKey(runLockKey(runId)));
+    await redis.set(locks.lockKey(runLockKey(runId)), 'another-worker', 'PX', 60_000);
     await waitFor(
       async () => {
         const m = await t.http.get('/metrics');
