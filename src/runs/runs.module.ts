@@ -88,7 +88,7 @@ export class RunsModule {
                 config.runs.envPassthrough,
               );
               // Booted with the worker, not on its first command's path.
-              shell.watchdog.start();
+              shell.host.start();
               return shell;
             },
           },

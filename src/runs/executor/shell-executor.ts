@@ -1,31 +1,30 @@
 import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CommandWatchdog } from './command-watchdog';
+import { CommandHost, killGroup } from './command-host';
 import { commandBaseEnv } from './command-env';
 import { classifyExit, ExecutionRequest, ExecutionResult, OUTPUT_TAIL_BYTES, RunExecutor } from './executor';
 import { OutputTail } from './output-tail';
 import type { RunIdentity } from './run-identity';
 import { ensureWorkspace } from './workspace-guard';
-import { SpawnThread } from './spawn-thread';
 
 /**
- * The command runs in its own process group (its pgid is its pid), guarded by the worker's one
- * watchdog process (command-watchdog.ts): killed when the worker dies (kill -9, OOM) or stops
+ * The command runs in its own process group (its pgid is its pid), forked and guarded by the
+ * worker's one command host (command-host.ts): killed when the worker dies (kill -9, OOM) or stops
  * sending keep-alives past `guardUntil` (a fifth of the lock TTL before the lock lapses: the worker
- * is frozen), so an attempt cannot finish behind the next attempt's back. The group is forked
- * behind a gate: the shell first waits for one line on stdin, and the worker writes it only after
- * the watchdog's pipe holds the group's pgid. A worker that dies before that closes the gate's pipe
- * instead: `read` sees EOF and the shell exits without running anything; a worker that dies after
- * it leaves the announcement in the pipe, and the watchdog reads it before the EOF. The shell then
- * execs the command (no extra process). The configured command is passed as $1 and the run's data
- * only as environment variables: a requirement is never shell code.
+ * is frozen), so an attempt cannot finish behind the next attempt's back. The host guards the group
+ * from the moment it forks it, and the command is behind a gate: the shell first waits for one line
+ * on stdin, which the host writes only once the group's pid is in the worker's pipe. A host that
+ * dies before that closes the gate's pipe, and the shell exits without running anything; one that
+ * dies after it leaves the worker a pid to kill; a worker that dies makes the host kill every group
+ * at the EOF. The shell then execs the command (no extra process). The configured command is passed as $1 and the run's
+ * data only as environment variables: a requirement is never shell code.
  */
-const GATE = `IFS= read -r go && [ "$go" = go ] || exit 125
+export const GATE = `IFS= read -r go && [ "$go" = go ] || exit 125
 exec </dev/null
 exec /bin/sh -c "$1"`;
 
-/** The watchdog's deadline for a command nobody sends keep-alives for: a year. */
+/** The host's deadline for a command nobody sends keep-alives for: a year. */
 const UNGUARDED_MS = 365 * 24 * 3600 * 1000;
 
 /** RUN_REQUIREMENT is set only up to this size (Linux caps one variable at 128 KiB; the file always has it). */
@@ -41,9 +40,7 @@ export class ShellExecutor implements RunExecutor {
   readonly kind = 'shell';
   readonly usesRunApi = true;
   /** One per worker process: the executor is a singleton of the worker's module. */
-  readonly watchdog = new CommandWatchdog();
-  /** Forks the commands off the event loop (see SpawnThread). */
-  private readonly spawner = new SpawnThread(OUTPUT_TAIL_BYTES);
+  readonly host = new CommandHost(OUTPUT_TAIL_BYTES);
 
   /** What every command sees of the worker's environment: filtered once, not per run. */
   private readonly baseEnv: Readonly<Record<string, string>>;
@@ -58,10 +55,9 @@ export class ShellExecutor implements RunExecutor {
     this.baseEnv = commandBaseEnv(workerEnv, passthrough);
   }
 
-  /** The worker is going down, its commands already handed over: the watchdog goes with it. */
+  /** The worker is going down, its commands already handed over: the host goes with it. */
   onApplicationShutdown(): void {
-    this.watchdog.stop();
-    this.spawner.stop();
+    this.host.stop();
   }
 
   async execute(req: ExecutionRequest, signal: AbortSignal): Promise<ExecutionResult> {
@@ -113,13 +109,16 @@ export class ShellExecutor implements RunExecutor {
     prepared: Prepared,
     started: number,
   ): Promise<ExecutionResult> {
+    // The lease was lost while the attempt was being prepared: nothing is forked.
+    if (signal.aborted) return { ...killed(started, ''), outcome: 'aborted' };
     const tail = new OutputTail(OUTPUT_TAIL_BYTES);
     const guardUntil = req.guardUntil ?? (() => Date.now() + UNGUARDED_MS);
-    const child = this.spawner.spawn('/bin/sh', ['-c', GATE, 'onceflow-run', this.command], {
+    const child = this.host.spawn({
+      file: '/bin/sh',
+      args: ['-c', GATE, 'onceflow-run', this.command],
       cwd: req.workspace,
       env: prepared.env,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
+      until: guardUntil(),
       ...(this.identity.kind === 'user' ? { uid: this.identity.uid, gid: this.identity.gid } : {}),
     });
     const output = async () => {
@@ -127,38 +126,28 @@ export class ShellExecutor implements RunExecutor {
       return tail.toString();
     };
     const pgid = await child.pid;
-    // E2BIG (a variable over the kernel's limit), EPERM, ENOENT, …: no process exists.
     if (pgid === undefined) {
       const { startError } = await child.exited;
-      return notStarted(started, startError ?? 'no pid', await output());
+      // E2BIG (a variable over the kernel's limit), EPERM, ENOENT, …: no process exists.
+      if (startError !== undefined) return notStarted(started, startError, await output());
+      // Its host died before the command passed its gate: nothing ran; another attempt may.
+      return { ...killed(started, await output()), outcome: classifyExit(null, 'SIGKILL', false, signal.aborted) };
     }
-
-    try {
-      await this.watchdog.watch(pgid, guardUntil());
-    } catch (err) {
-      // No watchdog to guard it: the command must not run. The gate is still shut.
-      killGroup(pgid);
-      this.watchdog.release(pgid);
-      await child.exited;
-      return notStarted(started, `no watchdog: ${(err as Error).message}`, await output());
-    }
-    child.go();
-    // Each renewed heartbeat moves the group's deadline: a worker that stops renewing loses its command.
-    req.keepAlive?.(() => this.watchdog.keepAlive(pgid, guardUntil()));
-
     let timedOut = false;
-    let aborted = signal.aborted;
+    let aborted = false;
     const stop = () => {
       killGroup(pgid);
-      // Not ours to signal (another user, no CAP_KILL): the watchdog does it.
-      this.watchdog.release(pgid);
+      // Not ours to signal (another user, no CAP_KILL): the host does it.
+      this.host.release(pgid);
     };
     const onAbort = () => {
       aborted = true;
       stop();
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    if (aborted) stop();
+    if (signal.aborted) onAbort();
+    // Each renewed heartbeat moves the group's deadline: a worker that stops renewing loses its command.
+    req.keepAlive?.(() => this.host.keepAlive(pgid, guardUntil()));
     const timer = setTimeout(() => {
       timedOut = true;
       stop();
@@ -168,7 +157,7 @@ export class ShellExecutor implements RunExecutor {
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
     // Anything the command left behind in its group dies with the attempt (its output closes then).
-    this.watchdog.release(pgid);
+    this.host.release(pgid);
     const outputTail = await output();
     if (startError !== undefined) return notStarted(started, startError, outputTail);
     return {
@@ -183,12 +172,15 @@ export class ShellExecutor implements RunExecutor {
   }
 }
 
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL');
-  } catch {
-    /* already gone, or not ours to signal */
-  }
+function killed(started: number, outputTail: string): ExecutionResult {
+  return {
+    outcome: 'transient',
+    exitCode: null,
+    signal: 'SIGKILL',
+    timedOut: false,
+    outputTail,
+    durationMs: Date.now() - started,
+  };
 }
 
 /** A command that could not be started fails its attempt at once, with the reason. */
