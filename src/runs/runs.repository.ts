@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { afterCursor, CREATED_US } from '../common/cursor';
-import type { NamedStatement } from '../database/named-params';
+import { bindNamed, mergeValues, NamedStatement } from '../database/named-params';
+import { PgStatements } from '../database/pg-statements';
 import { RunKind, RunStatus } from './run-status';
 import { RunRow } from './run-transitions.repository';
 
@@ -28,7 +29,10 @@ export interface RunEventRow {
 /** The API's statements on `runs` and `run_events`: insert and reads. Transitions live in RunTransitionsRepository. */
 @Injectable()
 export class RunsRepository {
-  constructor(@InjectDataSource() private readonly ds: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly ds: DataSource,
+    private readonly statements: PgStatements,
+  ) {}
 
   /** In the caller's transaction; null when the project does not exist (nothing inserted). */
   async insert(em: EntityManager, r: RunInsert): Promise<RunRow | null> {
@@ -38,6 +42,23 @@ export class RunsRepository {
        RETURNING *, NULL::text AS from_status`,
       [r.projectId, r.taskId, r.kind, r.requirement, r.status, r.dispatchGeneration],
     );
+    return rows[0] ?? null;
+  }
+
+  /**
+   * insert() and its creation event in ONE autocommitted, prepared statement (no transaction held
+   * open between round trips, so the project row's key-share lock is held for one statement only);
+   * null when the project does not exist (nothing inserted).
+   */
+  async insertWithEvent(r: RunInsert, event: { workerId: string | null; reason: string }): Promise<RunRow | null> {
+    const cte = this.creationCte('p', r, event);
+    const { text, values } = bindNamed(
+      `WITH p AS (SELECT id AS project_id, :runTaskId::uuid AS id FROM projects WHERE id = :runProjectId::uuid),
+       ${cte.text}
+       SELECT *, NULL::text AS from_status FROM run`,
+      mergeValues({ runProjectId: r.projectId, runTaskId: r.taskId }, cte.values),
+    );
+    const rows = await this.statements.preparedRows<RunRow>(text, values);
     return rows[0] ?? null;
   }
 

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import type { NamedStatement } from '../database/named-params';
 import { projectNotFound, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { toPage } from '../common/cursor';
@@ -39,7 +38,6 @@ function creationReason(input: Pick<NewRun, 'dispatch'>): string {
 @Injectable()
 export class RunsService {
   constructor(
-    @InjectDataSource() private readonly ds: DataSource,
     private readonly runs: RunsRepository,
     private readonly transitions: RunTransitionsRepository,
     private readonly dispatcher: DispatchService,
@@ -75,7 +73,11 @@ export class RunsService {
   }
 
   async create(input: NewRun): Promise<RunView> {
-    const run = await this.ds.transaction((em) => this.createInTx(em, input));
+    const run = await this.runs.insertWithEvent(
+      { projectId: input.projectId, taskId: input.taskId ?? null, ...birth(input) },
+      { workerId: this.workerId, reason: creationReason(input) },
+    );
+    if (!run) throw projectNotFound(input.projectId);
     await this.enqueueAfterCommit(run);
     return toRunView(run);
   }

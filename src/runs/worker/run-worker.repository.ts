@@ -59,7 +59,9 @@ export class RunWorkerRepository {
   /**
    * Takes QUEUED/RETRYING runs, or RUNNING ones whose lease expired, under their projects' caps, for
    * many runs in ONE round trip. The first statement locks every involved project row (in id
-   * order, so two batches cannot deadlock); the second takes its snapshot after those locks were
+   * order, so two batches cannot deadlock) FOR NO KEY UPDATE: claims of one project wait for each
+   * other, while the key-share locks of inserts that reference the project (a new run, a new
+   * task) do not wait for the claim, nor the claim for them; the second takes its snapshot after those locks were
    * granted, so the caps count committed claims only. Within a project the candidates are ranked
    * by id and one is taken only while the live RUNNING runs plus its rank stay within the cap, so
    * the cap holds for the batch as a whole. Each run keeps its own token, owner, lease and event.
@@ -72,7 +74,7 @@ export class RunWorkerRepository {
     const lock = bindNamed(
       `SELECT p.id FROM projects p
         WHERE p.id IN (SELECT r.project_id FROM runs r WHERE r.id = ANY(:runIds::text[]::uuid[]))
-        ORDER BY p.id FOR UPDATE OF p`,
+        ORDER BY p.id FOR NO KEY UPDATE OF p`,
       { runIds },
     );
     // A candidate is never a live RUNNING run itself, so `live` counts only the others.
