@@ -167,12 +167,21 @@ describe('CommandHost', () => {
 
   it('the gate: a command whose host died before announcing it reads EOF and never runs', () => {
     const marker = join(tempDir('host-gate'), 'ran');
-    const closed = spawnSync('/bin/sh', ['-c', GATE, 'onceflow-run', `touch '${marker}'`], { input: '' });
+    const closed = spawnSync('/bin/sh', ['-c', GATE, '/bin/sh', `touch '${marker}'`], { input: '' });
     expect(closed.status).toBe(125);
     expect(existsSync(marker)).toBe(false);
-    const opened = spawnSync('/bin/sh', ['-c', GATE, 'onceflow-run', `touch '${marker}'`], { input: 'go\n' });
+    const opened = spawnSync('/bin/sh', ['-c', GATE, '/bin/sh', `touch '${marker}'`], { input: 'go\n' });
     expect(opened.status).toBe(0);
     expect(existsSync(marker)).toBe(true);
+  });
+
+  it('the gate runs the command as `sh -c` would: $0, no positional parameters, nothing of the gate left, stdin empty', () => {
+    const command = 'echo "$0 $# [$*] go=${go-unset}"; f() { echo "f$1"; }; f x; cat; exit 7';
+    const gated = spawnSync('/bin/sh', ['-c', GATE, '/bin/sh', command], { input: 'go\nleft for the command?\n' });
+    const plain = spawnSync('/bin/sh', ['-c', command], { input: '' });
+    expect(gated.status).toBe(7);
+    expect(String(gated.stdout)).toBe('/bin/sh 0 [] go=unset\nfx\n');
+    expect([gated.status, String(gated.stdout)]).toEqual([plain.status, String(plain.stdout)]);
   });
 });
 

@@ -17,12 +17,15 @@ import { ensureWorkspace } from './workspace-guard';
  * on stdin, which the host writes only once the group's pid is in the worker's pipe. A host that
  * dies before that closes the gate's pipe, and the shell exits without running anything; one that
  * dies after it leaves the worker a pid to kill; a worker that dies makes the host kill every group
- * at the EOF. The shell then execs the command (no extra process). The configured command is passed as $1 and the run's
- * data only as environment variables: a requirement is never shell code.
+ * at the EOF. The same shell then runs the command, as `sh -c` would: $0 is /bin/sh, no positional
+ * parameters, no variable of the gate's left (an exec of a second shell cost ~0.7 ms of CPU per
+ * run). The configured command is passed as $1 and the run's data only as environment variables:
+ * a requirement is never shell code.
  */
 export const GATE = `IFS= read -r go && [ "$go" = go ] || exit 125
 exec </dev/null
-exec /bin/sh -c "$1"`;
+unset go
+eval "shift; $1"`;
 
 /** The host's deadline for a command nobody sends keep-alives for: a year. */
 const UNGUARDED_MS = 365 * 24 * 3600 * 1000;
@@ -115,7 +118,7 @@ export class ShellExecutor implements RunExecutor {
     const guardUntil = req.guardUntil ?? (() => Date.now() + UNGUARDED_MS);
     const child = this.host.spawn({
       file: '/bin/sh',
-      args: ['-c', GATE, 'onceflow-run', this.command],
+      args: ['-c', GATE, '/bin/sh', this.command],
       cwd: req.workspace,
       env: prepared.env,
       until: guardUntil(),
