@@ -62,8 +62,11 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
     // Two dispatches of the same run at once: the producer guard or the conditional
     // PENDING→QUEUED must turn one of them away, and the run must still execute once.
     await pool(runIds.length, s.producerConcurrency, async (i) => {
-      const answers = await Promise.allSettled([s.dispatcher.dispatch(runIds[i]), s.dispatcher.dispatch(runIds[i])]);
-      accepted += answers.filter((a) => a.status === 'fulfilled').length;
+      const answers = await Promise.all([
+        s.dispatcher.dispatchOrRefuse(runIds[i]),
+        s.dispatcher.dispatchOrRefuse(runIds[i]),
+      ]);
+      accepted += answers.filter((a) => 'status' in a).length;
     });
     const dispatchSeconds = (Date.now() - t0) / 1000;
     const deadline = Date.now() + 120_000;

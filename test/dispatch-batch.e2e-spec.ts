@@ -114,6 +114,25 @@ describe('dispatch batches (group commit)', () => {
     await expectQueuedOnce(other, outcomes[1]);
   });
 
+  it('dispatchOrRefuse answers a twin dispatch with the refusal as a value, the same code and message dispatch() throws', async () => {
+    const project = await insertProject(50);
+    const [run] = await pending(project.id, 1);
+    const [a, b] = await Promise.all([dispatcher.dispatchOrRefuse(run), dispatcher.dispatchOrRefuse(run)]);
+    const [won, refused] = 'status' in a ? [a, b] : [b, a];
+    expect(won).toMatchObject({ runId: run, status: 'QUEUED' });
+    expect(refused).toEqual({
+      code: expect.stringMatching(/^(DISPATCH_IN_PROGRESS|RUN_NOT_DISPATCHABLE)$/),
+      message: expect.any(String),
+    });
+    expect(refused).not.toBeInstanceOf(Error);
+    const thrown = await dispatcher.dispatch(run).catch((e: unknown) => e);
+    expect(thrown).toMatchObject({ code: 'RUN_NOT_DISPATCHABLE' });
+    expect(await dispatcher.dispatchOrRefuse(run)).toEqual({
+      code: 'RUN_NOT_DISPATCHABLE',
+      message: (thrown as Error).message,
+    });
+  });
+
   it('a row the database refuses fails only its own caller; the rest of its batch is queued', async () => {
     const project = await insertProject(50);
     const ids = await pending(project.id, 4);

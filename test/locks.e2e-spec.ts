@@ -102,6 +102,25 @@ describe('LockService (real Redis)', () => {
     expect(await locks.enterGuard('guard-short', 100)).not.toBeNull();
     await waitFor(async () => (await other.enterGuard('guard-short', 5000)) !== null, 2000, 'the guard to lapse');
   });
+
+  it('many guards in one command: each key taken once across concurrent calls, released by its owner only, after a script flush too', async () => {
+    const keys = Array.from({ length: 10 }, (_, i) => `many-${i}`);
+    await redis.script('FLUSH');
+    const calls = await Promise.all(
+      Array.from({ length: 8 }, (_, c) => (c % 2 ? other : locks).enterGuards(keys, 5000)),
+    );
+    for (let k = 0; k < keys.length; k++) expect(calls.filter((owners) => owners[k] !== null)).toHaveLength(1);
+    // A release with someone else's owners frees nothing; with the winners' own, every key is free.
+    await locks.leaveGuards(
+      keys,
+      keys.map(() => 'b:not-the-owner'),
+    );
+    expect((await other.enterGuards(keys, 5000)).every((o) => o === null)).toBe(true);
+    await redis.script('FLUSH');
+    for (const [c, owners] of calls.entries()) await (c % 2 ? other : locks).leaveGuards(keys, owners);
+    expect((await other.enterGuards(keys, 5000)).every((o) => o !== null)).toBe(true);
+    expect(await locks.enterGuards([], 5000)).toEqual([]);
+  });
 });
 
 describe('Heartbeat (real Redis)', () => {

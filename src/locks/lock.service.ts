@@ -39,6 +39,21 @@ if not holder then
 end
 return 0`;
 
+// Producer guards, many per call: KEYS the guards, ARGV[1] the ttl, ARGV[1 + i] the owner for KEYS[i].
+// SET NX of each; answers 1 where it was taken for that owner, 0 where someone else holds it.
+const ENTER_GUARDS = `
+local taken = {}
+for i, key in ipairs(KEYS) do
+  taken[i] = redis.call('SET', key, ARGV[i + 1], 'NX', 'PX', ARGV[1]) and 1 or 0
+end
+return taken`;
+// Owner-checked release of many guards: KEYS the guards, ARGV[i] the owner for KEYS[i].
+const LEAVE_GUARDS = `
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i] then redis.call('DEL', key) end
+end
+return 0`;
+
 export type ExtendResult = 'extended' | 'retaken' | 'lost';
 
 class Script {
@@ -56,6 +71,8 @@ const SCRIPTS = {
   extend: new Script(EXTEND, 1),
   extendOrRetake: new Script(EXTEND_OR_RETAKE, 1),
 };
+// Their key counts vary per call: run() is given it.
+const guardScripts = { enter: new Script(ENTER_GUARDS, 0), leave: new Script(LEAVE_GUARDS, 0) };
 
 /**
  * Redis locks with owner-checked release/extend and fencing tokens; each operation is ONE round
@@ -77,12 +94,12 @@ export class LockService {
    * Runs a script by its hash; on NOSCRIPT (a restarted or flushed Redis) sends the body, which
    * also caches it again. ioredis' defineCommand does the same but costs more per call.
    */
-  private async run<T>(script: Script, args: Array<string | number>): Promise<T> {
+  private async run<T>(script: Script, args: Array<string | number>, keys = script.keys): Promise<T> {
     try {
-      return (await this.redis.evalsha(script.sha, script.keys, ...args)) as T;
+      return (await this.redis.evalsha(script.sha, keys, ...args)) as T;
     } catch (err) {
       if (!String((err as Error)?.message).startsWith('NOSCRIPT')) throw err;
-      return (await this.redis.eval(script.lua, script.keys, ...args)) as T;
+      return (await this.redis.eval(script.lua, keys, ...args)) as T;
     }
   }
 
@@ -131,37 +148,38 @@ export class LockService {
    */
   async enterGuard(key: string, ttlMs: number): Promise<string | null> {
     const owner = this.newOwner();
-    const ok = await this.redis.set(`${this.prefix}:guard:${key}`, owner, 'PX', ttlMs, 'NX');
+    const ok = await this.redis.set(this.guardKey(key), owner, 'PX', ttlMs, 'NX');
     return ok === 'OK' ? owner : null;
   }
 
   /**
-   * enterGuard for many keys in one round trip (a pipeline): the owner per key, in order, null
-   * where someone else is already at it. A guard taken before a Redis error lapses with its TTL.
+   * enterGuard for many keys in ONE command (a script: one call instead of a SET per key): the
+   * owner per key, in order, null where someone else is already at it. Guards taken before a
+   * Redis error lapse with their TTL.
    */
   async enterGuards(keys: readonly string[], ttlMs: number): Promise<Array<string | null>> {
+    if (keys.length === 0) return [];
     const owners = keys.map(() => this.newOwner());
-    const pipeline = this.redis.pipeline();
-    keys.forEach((key, i) => pipeline.set(`${this.prefix}:guard:${key}`, owners[i], 'PX', ttlMs, 'NX'));
-    const replies = (await pipeline.exec()) ?? [];
-    return keys.map((_, i) => {
-      const [err, reply] = replies[i] ?? [new Error('no reply from Redis'), null];
-      if (err) throw err;
-      return reply === 'OK' ? owners[i] : null;
-    });
+    const taken = await this.run<number[]>(
+      guardScripts.enter,
+      [...keys.map((key) => this.guardKey(key)), ttlMs, ...owners],
+      keys.length,
+    );
+    return keys.map((_, i) => (taken[i] === 1 ? owners[i] : null));
   }
 
-  /** Leaves the guards enterGuards() took (null owners are skipped). */
+  /** Leaves the guards enterGuards() took (null owners are skipped), in one command. */
   async leaveGuards(keys: readonly string[], owners: ReadonlyArray<string | null>): Promise<void> {
-    await Promise.all(
-      keys.map((key, i) => {
-        const owner = owners[i];
-        return owner ? this.leaveGuard(key, owner) : undefined;
-      }),
-    );
+    const held = keys.flatMap((key, i) => (owners[i] ? [{ key: this.guardKey(key), owner: owners[i]! }] : []));
+    if (held.length === 0) return;
+    await this.run<number>(guardScripts.leave, [...held.map((h) => h.key), ...held.map((h) => h.owner)], held.length);
+  }
+
+  private guardKey(key: string): string {
+    return `${this.prefix}:guard:${key}`;
   }
 
   async leaveGuard(key: string, owner: string): Promise<void> {
-    await this.run<number>(SCRIPTS.release, [`${this.prefix}:guard:${key}`, owner]);
+    await this.run<number>(SCRIPTS.release, [this.guardKey(key), owner]);
   }
 }

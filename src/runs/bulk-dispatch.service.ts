@@ -11,12 +11,12 @@ import { BulkDispatchItem, BulkDispatchView } from './bulk-dispatch.view';
 import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
 import { DispatchRepository } from './dispatch.repository';
 import { RunStatus } from './run-status';
-import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
+import { DISPATCH_IN_PROGRESS, runNotFoundRefusal, RunsErrorCode, RunsRefusal } from './runs.errors';
 import { RunsRepository } from './runs.repository';
 
-const refusal = (runId: string, err: RunsError): BulkDispatchItem => ({
+const refusal = (runId: string, why: RunsRefusal): BulkDispatchItem => ({
   runId,
-  error: { code: err.code, message: err.message },
+  error: { code: why.code, message: why.message },
 });
 
 /**
@@ -57,12 +57,12 @@ export class BulkDispatchService {
         if (jobId) return { runId, status: RunStatus.QUEUED, jobId };
         if (owners[i] === null) {
           this.metrics.duplicate('producer_guard');
-          return refusal(runId, dispatchInProgress());
+          return refusal(runId, DISPATCH_IN_PROGRESS);
         }
         const status = statuses.get(runId);
-        if (!status) return refusal(runId, runNotFound(runId));
+        if (!status) return refusal(runId, runNotFoundRefusal(runId));
         this.metrics.duplicate('claim');
-        return refusal(runId, new RunsError(RunsErrorCode.RUN_NOT_DISPATCHABLE, whyNotDispatchable(status)));
+        return refusal(runId, { code: RunsErrorCode.RUN_NOT_DISPATCHABLE, message: whyNotDispatchable(status) });
       });
       return { items };
     } finally {

@@ -6,7 +6,7 @@ import { isTransientDbError, pgErrorCode } from '../database/pg-errors';
 import { BulkDispatchService } from './bulk-dispatch.service';
 import { BULK_DISPATCH_MAX } from './dto/bulk-dispatch.dto';
 import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
-import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
+import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode, RunsRefusal } from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
@@ -57,10 +57,19 @@ export class DispatchService {
 
   /** PENDING → QUEUED, answered 202, or refused with the RunsError the route maps to 404/409. */
   async dispatch(runId: string): Promise<DispatchView> {
+    const answer = await this.dispatchOrRefuse(runId);
+    if ('code' in answer) throw new RunsError(answer.code, answer.message);
+    return answer;
+  }
+
+  /**
+   * dispatch() for callers in this process that take a refusal as the normal answer it is (a
+   * duplicate dispatch is one): the refusal comes back as a value, without an Error's stack.
+   */
+  async dispatchOrRefuse(runId: string): Promise<DispatchView | RunsRefusal> {
     // Postgres spells a UUID in lower case; the batch's items are matched by it.
     const item = await this.batcher.submit(runId.toLowerCase());
-    if ('error' in item) throw new RunsError(item.error.code, item.error.message);
-    return item;
+    return 'error' in item ? item.error : item;
   }
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
