@@ -6,11 +6,11 @@ import type { Lease } from '../../locks/task-lock.service';
 import { MetricsService } from '../../metrics/metrics.service';
 import { RUN_EXECUTOR } from '../executor/executor';
 import type { ExecutionResult, RunExecutor } from '../executor/executor';
-import { RunRow } from '../run-transitions.repository';
+import type { ClaimedRun } from './run-worker.repository';
 import { CommandAccess, CommandAccessHandle, describeStats } from '../steps/command-access';
 
 export interface ClaimedAttempt {
-  run: RunRow;
+  run: ClaimedRun;
   project: { id: string; name: string; workspace_path: string };
 }
 

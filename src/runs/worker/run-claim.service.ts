@@ -3,12 +3,11 @@ import { isUUID } from 'class-validator';
 import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
 import { RunStatus } from '../run-status';
-import { RunRow } from '../run-transitions.repository';
 import { ClaimBatch } from './claim-batch';
-import { RunWorkerRepository } from './run-worker.repository';
+import { ClaimedRun, RunWorkerRepository } from './run-worker.repository';
 
 export type ClaimResult =
-  | { kind: 'claimed'; run: RunRow; project: { id: string; name: string; workspace_path: string } }
+  | { kind: 'claimed'; run: ClaimedRun; project: { id: string; name: string; workspace_path: string } }
   | { kind: 'skip'; reason: string }
   | { kind: 'later'; delayMs: number; reason: string };
 

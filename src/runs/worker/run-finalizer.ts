@@ -9,10 +9,9 @@ import { MetricsService } from '../../metrics/metrics.service';
 import { NotificationEventType } from '../../notifications/notification-log.entity';
 import { OutboxWriter } from '../../notifications/outbox.writer';
 import { RunStatus } from '../run-status';
-import { RunRow } from '../run-transitions.repository';
 import { FinalizeBatch } from './finalize-batch';
 import { renderText } from './run-message';
-import { RunWorkerRepository } from './run-worker.repository';
+import { FinalizedRun, RunWorkerRepository } from './run-worker.repository';
 
 export interface FinalizeRequest {
   runId: string;
@@ -26,7 +25,7 @@ export interface FinalizeRequest {
   workerId: string;
 }
 
-export type FinalizeResult = { kind: 'written'; row: RunRow; notificationId: string | null } | { kind: 'fenced' };
+export type FinalizeResult = { kind: 'written'; row: FinalizedRun; notificationId: string | null } | { kind: 'fenced' };
 
 /**
  * The fenced finalize: `UPDATE … WHERE id = $1 AND fencing_token = $token AND status = 'RUNNING'`

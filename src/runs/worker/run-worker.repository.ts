@@ -10,8 +10,21 @@ import { assertTransitions } from '../run-state-machine';
 import { RunStatus } from '../run-status';
 import { RunRow, RunTransitionsRepository, TransitionSpec } from '../run-transitions.repository';
 
-export type ClaimedRow = RunRow & { project_name: string; project_workspace_path: string };
-export type FinalizedRow = RunRow & { notification_id?: string | null };
+/** What an attempt needs of its run (the claim returns only these: no output tail, no dates to parse). */
+export type ClaimedRun = Pick<
+  RunRow,
+  'id' | 'project_id' | 'task_id' | 'requirement' | 'status' | 'attempts' | 'fencing_token' | 'from_status'
+>;
+export type ClaimedRow = ClaimedRun & { project_name: string; project_workspace_path: string };
+/** What a finalize tells its caller of the row it wrote. */
+export type FinalizedRun = Pick<RunRow, 'id' | 'status' | 'attempts' | 'fencing_token' | 'from_status'>;
+export type FinalizedRow = FinalizedRun & { notification_id?: string | null };
+
+/** A reaped run as its transition returns it (the whole row), with its outbox row's id. */
+export type ReapedRow = RunRow & { notification_id?: string | null };
+
+const CLAIMED_COLUMNS = 'id, project_id, task_id, requirement, status, attempts, fencing_token';
+const FINALIZED_COLUMNS = 'id, status, attempts, fencing_token';
 
 export interface ClaimRequest {
   runId: string;
@@ -104,13 +117,14 @@ export class RunWorkerRepository {
                lease_expires_at = now() + prev.lease_ms * interval '1 millisecond',
                started_at = COALESCE(r.started_at, now())
           FROM prev WHERE r.id = prev.id AND r.status = ANY(:fromStatuses::text[])
-        RETURNING r.*, prev.status AS from_status
+        RETURNING ${prefixed('r', CLAIMED_COLUMNS)}, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
         SELECT upd.id, upd.from_status, upd.status, upd.attempts, upd.fencing_token, i.worker_id, 'claimed'
           FROM upd JOIN input i ON i.run_id = upd.id
       )
-      SELECT upd.*, p.name AS project_name, p.workspace_path AS project_workspace_path
+      SELECT ${prefixed('upd', CLAIMED_COLUMNS)}, upd.from_status,
+             p.name AS project_name, p.workspace_path AS project_workspace_path
         FROM upd JOIN projects p ON p.id = upd.project_id`,
       {
         runIds,
@@ -172,7 +186,7 @@ export class RunWorkerRepository {
                last_error = prev.last_error, lease_owner = NULL, lease_expires_at = NULL,
                finished_at = CASE WHEN prev.to_status = 'RETRYING' THEN NULL ELSE now() END
           FROM prev WHERE r.id = prev.id AND r.status = 'RUNNING'
-        RETURNING r.*, prev.status AS from_status
+        RETURNING ${prefixed('r', FINALIZED_COLUMNS)}, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
         SELECT upd.id, upd.from_status, upd.status, upd.attempts, upd.fencing_token, i.worker_id, i.reason
@@ -231,8 +245,8 @@ export class RunWorkerRepository {
   async reapLost(
     run: LostRun,
     w: { spent: boolean; outbox: NamedStatement | null; workerId: string },
-  ): Promise<FinalizedRow | null> {
-    return this.transitions.transition<FinalizedRow>(run.id, {
+  ): Promise<ReapedRow | null> {
+    return this.transitions.transition<ReapedRow>(run.id, {
       to: w.spent ? RunStatus.FAILED : RunStatus.RETRYING,
       from: [RunStatus.RUNNING],
       fencingToken: run.fencing_token,
@@ -271,6 +285,14 @@ export class RunWorkerRepository {
     );
     return rows[0] ?? null;
   }
+}
+
+/** `a, b` → `t.a, t.b`. */
+function prefixed(table: string, columns: string): string {
+  return columns
+    .split(', ')
+    .map((c) => `${table}.${c}`)
+    .join(', ');
 }
 
 /** Makes a transition's statement also write the outbox row and return its id (null: it existed). */
