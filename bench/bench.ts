@@ -196,11 +196,17 @@ async function main(): Promise<void> {
     }
 
     let fullPath: FullPathResult | undefined;
-    let bareFork: BareBullResult | undefined;
+    const bareFork: BareBullResult[] = [];
+    // The baseline before and after the full path, as the peer around the guarded phases: forking
+    // rates swing with the machine (a neighbour, the page cache), and one sample skews the ratio.
+    const forking = async (when: string) => {
+      log(`bare Bull forking sh -c true (${when}): ${fullRuns} jobs, concurrency ${concurrency}`);
+      const b = await measureBareBull(config, fullRuns, producers, 'fork');
+      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s`);
+      bareFork.push(b);
+    };
     if (has('fullpath')) {
-      log(`bare Bull forking sh -c true: ${fullRuns} jobs, concurrency ${concurrency}`);
-      bareFork = await measureBareBull(config, fullRuns, producers, 'fork');
-      log(`  ${bareFork.jobsPerSec.toFixed(0)} jobs/s`);
+      await forking('before');
       log(`full path: ${fullRuns} runs created + dispatched over HTTP, one worker forking sh -c true`);
       fullPath = await measureFullPath(
         appEnv,
@@ -216,6 +222,7 @@ async function main(): Promise<void> {
       log(
         `  CPU ms per run: api ${cpu.api?.toFixed(2) ?? '—'}, worker ${cpu.worker?.toFixed(2) ?? '—'}; worker event-loop delay p99 ${lag?.p99.toFixed(1) ?? '—'} ms, max ${lag?.max.toFixed(1) ?? '—'} ms`,
       );
+      await forking('after');
     }
 
     let intake: IntakeResult | undefined;
