@@ -13,7 +13,7 @@ export interface ExecutionRequest {
   timeoutMs: number;
   /**
    * Until when (ms since the epoch) the command may run without a keep-alive: the lease's validity
-   * less a margin. Asked again on every keep-alive; past it the watchdog kills the group (a frozen
+   * less a margin. Asked again on every keep-alive; past it the command host kills the group (a frozen
    * worker). Without it the command is guarded only against its worker's death.
    */
   guardUntil?: () => number;
@@ -67,7 +67,7 @@ export function classifyExit(
   if (exitCode !== null) return 'failed';
   if (aborted) return 'aborted'; // killed by us because the lease was lost, cancelled or shutting down
   if (timedOut) return 'transient';
-  // SIGKILL we did not send: the watchdog (no keep-alive from a stalled worker) or the OOM killer.
+  // SIGKILL we did not send: the command host (no keep-alive from a stalled worker) or the OOM killer.
   // Neither says the work is impossible: another attempt may succeed.
   if (signal === 'SIGKILL') return 'transient';
   return 'failed'; // another signal, or a command that could not start

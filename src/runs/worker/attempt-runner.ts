@@ -22,8 +22,8 @@ export interface AttemptRun {
 
 /**
  * Runs one claimed attempt's command under its lease: the workspace, the attempt's credential
- * (alive exactly as long as the attempt), the executor's request with its watchdog deadline, and
- * the output tail with the credential redacted. The lease's beats keep the watchdog fed.
+ * (alive exactly as long as the attempt), the executor's request with its deadline in the command
+ * host, and the output tail with the credential redacted. The lease's beats move that deadline on.
  */
 @Injectable()
 export class AttemptRunner {
@@ -37,7 +37,7 @@ export class AttemptRunner {
   async run({ run, project }: ClaimedAttempt, lease: Lease): Promise<AttemptRun> {
     const runId = run.id;
     const token = run.fencing_token;
-    // The command's watchdog is fed on every beat that renewed the run lock (checks run only
+    // The command's deadline moves on with every beat that renewed the run lock (checks run only
     // after a successful extend); registered before the caller's Postgres check, so a failing
     // check cannot starve it.
     let ping: (() => void) | undefined;
@@ -72,7 +72,7 @@ export class AttemptRunner {
           workspace,
           idempotencyKey: `onceflow-run-${runId}`,
           timeoutMs: this.config.runs.timeoutMs,
-          // A fifth of the TTL is the watchdog's time to notice and kill before the lock can lapse.
+          // A fifth of the TTL is the command host's time to notice and kill before the lock can lapse.
           guardUntil: () => lease.validUntil - Math.ceil(this.config.runs.lockTtlMs * 0.2),
           keepAlive: (p) => (ping = p),
           runApi: access?.runApi,

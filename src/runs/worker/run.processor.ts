@@ -63,7 +63,7 @@ export class RunProcessor implements OnModuleInit {
     const { run, project } = claim;
     const token = run.fencing_token;
     this.logger.log({ msg: 'run started', runId, jobId: job.id, attempt: run.attempts, fencingToken: token });
-    // Each beat extends the lease in Postgres too (after the runner's watchdog keep-alive); zero
+    // Each beat extends the lease in Postgres too (after the runner's keep-alive to the command host); zero
     // rows = cancelled or fenced out: the lease aborts and the command is killed.
     const running = this.attempts.run({ run, project }, lease);
     lease.onBeat(() => this.claims.extendLease(runId, token));
