@@ -1,4 +1,4 @@
-import type { Job } from 'bull';
+import Bull, { type Job } from 'bull';
 import Redis from 'ioredis';
 import { join } from 'node:path';
 import { LockLostError, ShutdownAbort } from '../src/locks/heartbeat';
@@ -8,7 +8,8 @@ import { RetryLaterError } from '../src/locks/retry-later.error';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { Lease, TaskLockService } from '../src/locks/task-lock.service';
 import { closeDb, startApp, TestApp, waitFor } from './support/app';
-import { tempDir, testEnv, testRedisUrl } from './support/env';
+import { tempDir, testEnv, testRedisUrl, uniquePrefix } from './support/env';
+import { TcpProxy } from './support/tcp-proxy';
 
 type Spec = Parameters<TaskLockService['runGuarded']>[1];
 const job = (id: string) => ({ id, data: {} }) as unknown as Job<unknown>;
@@ -256,5 +257,48 @@ describe('TaskLockService on shutdown', () => {
     const redis = new Redis(testRedisUrl());
     expect(await redis.exists(...lockKeys)).toBe(0);
     await redis.quit();
+  });
+});
+
+/**
+ * A queue closed while its blocking connection is still coming up: Bull starts CLIENT SETNAME on
+ * that connection from process() and drops the promise, so its rejection was unhandled — Node
+ * ends a process on that (seen in CI: a worker-only app closed moments after it started).
+ */
+describe('TaskLockService.process on a queue closed as it starts', () => {
+  afterAll(closeDb);
+
+  it('leaves no unhandled rejection when the blocking connection never came up', async () => {
+    const t = await startApp(
+      testEnv('lease-close', join(tempDir('lease-close'), 'executions.log'), { APP_ROLE: 'api' }),
+    );
+    const proxy = await TcpProxy.for(testRedisUrl(), 6379).start();
+    const queue = new Bull(`close-race-${Date.now()}`, {
+      redis: proxy.url(testRedisUrl()),
+      prefix: uniquePrefix('race'),
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await queue.isReady();
+      // The queue's own connection is up; the blocking one process() opens next never answers.
+      proxy.hangNew();
+      t.app.get(TaskLockService).process(queue, {
+        name: 'race',
+        concurrency: 1,
+        ttlMs: 1000,
+        lockKey: (job) => String(job.id),
+        handler: async () => undefined,
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      await queue.close();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await proxy.stop();
+      await t.close();
+    }
   });
 });

@@ -58,6 +58,7 @@ export class TaskLockService implements BeforeApplicationShutdown {
   process<T>(queue: Queue<T>, spec: GuardedProcessorSpec<T>): void {
     this.guardedQueues.add(queue.name);
     this.queues.push(queue as Queue);
+    handleWorkerNameRejection(queue);
     // process() resolves/rejects only when the queue closes; a rejection then is not an error.
     queue
       .process(spec.concurrency, (job: Job<T>) => this.runGuarded(job, spec))
@@ -189,6 +190,18 @@ export class TaskLockService implements BeforeApplicationShutdown {
     await Promise.race([Promise.all(running.map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, 15_000)))]);
     clearTimeout(timer);
   }
+}
+
+/**
+ * Bull 4's process() starts setWorkerName() (CLIENT SETNAME on its blocking connection) and drops
+ * the promise: a queue closed while that connection is still coming up (a worker stopped moments
+ * after it started, a deploy rolled back) rejects it with nobody to handle it, and Node ends the
+ * process on an unhandled rejection. The name only labels the connection in CLIENT LIST.
+ */
+function handleWorkerNameRejection(queue: Queue<unknown>): void {
+  const q = queue as Queue<unknown> & { setWorkerName?: () => Promise<unknown> };
+  const setWorkerName = q.setWorkerName?.bind(queue);
+  if (setWorkerName) q.setWorkerName = () => setWorkerName().catch(() => undefined);
 }
 
 type InfraReason = 'postgres' | 'redis' | 'error';

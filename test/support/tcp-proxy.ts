@@ -1,6 +1,6 @@
 import { AddressInfo, createConnection, createServer, Server, Socket } from 'node:net';
 
-export type ProxyMode = 'pass' | 'cut' | 'hang';
+export type ProxyMode = 'pass' | 'cut' | 'hang' | 'hang-new';
 
 /**
  * A TCP proxy in front of a real service (Postgres, Redis) that a test can take away:
@@ -8,6 +8,8 @@ export type ProxyMode = 'pass' | 'cut' | 'hang';
  *   or restarting);
  * - `hang()`: open connections are reset and new ones are accepted but never answered (a network
  *   that drops packets: the client waits for its own connect timeout);
+ * - `hangNew()`: open connections go on; new ones are accepted but never answered (a client's
+ *   second connection that cannot come up);
  * - `restore()`: connections pass through again.
  */
 export class TcpProxy {
@@ -53,6 +55,10 @@ export class TcpProxy {
     this.dropAll();
   }
 
+  hangNew(): void {
+    this.mode = 'hang-new';
+  }
+
   restore(): void {
     this.mode = 'pass';
   }
@@ -72,7 +78,7 @@ export class TcpProxy {
     if (this.mode === 'cut') return void client.resetAndDestroy();
     this.sockets.add(client);
     client.on('close', () => this.sockets.delete(client));
-    if (this.mode === 'hang') return;
+    if (this.mode === 'hang' || this.mode === 'hang-new') return;
     const upstream = createConnection(this.targetPort, this.targetHost);
     this.sockets.add(upstream);
     upstream.on('error', () => client.destroy());
