@@ -17,7 +17,10 @@ const TO = RunStatus.QUEUED;
 /**
  * The bulk dispatch: PENDING→QUEUED for many runs in ONE conditional statement, with a run_events
  * row per run written as RunTransitionsRepository writes it. Rows are locked in id order, so two
- * bulk dispatches over overlapping runs wait for each other instead of deadlocking.
+ * bulk dispatches over overlapping runs wait for each other instead of deadlocking. Each row is
+ * looked up by its id (a LATERAL probe of the primary key per run): left to itself the planner
+ * chose a scan of the status index, whose PENDING entries — every PENDING run, and every run that
+ * left PENDING since the last vacuum — it walked for each batch.
  */
 @Injectable()
 export class DispatchRepository {
@@ -32,13 +35,18 @@ export class DispatchRepository {
     const { text, values } = bindNamed(
       `
       WITH prev AS (
-        SELECT r.id, r.status FROM runs r
-        WHERE r.id = ANY(:runIds::uuid[]) AND r.status = :fromStatus::text
-        ORDER BY r.id
-        FOR UPDATE
+        SELECT r.id, r.status
+          FROM (SELECT u.id, :fromStatus::text AS from_status FROM unnest(:runIds::uuid[]) AS u(id)
+                 ORDER BY u.id OFFSET 0) u
+          CROSS JOIN LATERAL (
+            SELECT r.id, r.status FROM runs r WHERE r.id = u.id AND r.status = u.from_status
+               FOR UPDATE OF r LIMIT 1
+          ) r
       ), upd AS (
         UPDATE runs r SET status = :toStatus::text, updated_at = now(), dispatch_generation = r.dispatch_generation + 1
-        FROM prev WHERE r.id = prev.id AND r.status = :fromStatus::text
+        -- The status prev saw under its lock: compared column to column, so that the planner probes
+        -- the primary key here too instead of the status index.
+        FROM prev WHERE r.id = prev.id AND r.status = prev.status
         RETURNING r.id, r.status, r.attempts, r.fencing_token, r.dispatch_generation, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)

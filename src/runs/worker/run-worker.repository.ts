@@ -167,6 +167,9 @@ export class RunWorkerRepository {
    * run the same fenced, conditional transition as transition() makes, its run_events row and, when
    * terminal, its outbox row. Rows are locked in id order, so two batches cannot deadlock. Answers
    * the rows written; a run missing from them was fenced out. Each run at most once per batch.
+   * Each row is looked up by its id (a LATERAL probe of the primary key): the planner's own
+   * choice was a scan of the status index, whose RUNNING entries include one for every run that
+   * finished since the last vacuum — a cost that grew with every batch.
    */
   async finalizeMany(writes: FinalizeWrite[]): Promise<FinalizedRow[]> {
     for (const w of writes) assertTransitions([RunStatus.RUNNING], w.to);
@@ -178,14 +181,18 @@ export class RunWorkerRepository {
           AS i(run_id, fencing_token, to_status, output_tail, last_error, reason, worker_id, event_type, message)
       ), prev AS (
         SELECT r.id, r.status, i.to_status, i.output_tail, i.last_error
-          FROM runs r JOIN input i ON i.run_id = r.id
-         WHERE r.status = 'RUNNING' AND r.fencing_token = i.fencing_token
-         ORDER BY r.id FOR UPDATE OF r
+          FROM (SELECT *, 'RUNNING'::text AS from_status FROM input ORDER BY run_id OFFSET 0) i
+          CROSS JOIN LATERAL (
+            SELECT r.id, r.status FROM runs r
+             WHERE r.id = i.run_id AND r.status = i.from_status AND r.fencing_token = i.fencing_token
+               FOR UPDATE OF r LIMIT 1
+          ) r
       ), upd AS (
         UPDATE runs r SET status = prev.to_status, updated_at = now(), output_tail = prev.output_tail,
                last_error = prev.last_error, lease_owner = NULL, lease_expires_at = NULL,
                finished_at = CASE WHEN prev.to_status = 'RETRYING' THEN NULL ELSE now() END
-          FROM prev WHERE r.id = prev.id AND r.status = 'RUNNING'
+          -- prev's status ('RUNNING', read under its lock), column to column: the primary key again.
+          FROM prev WHERE r.id = prev.id AND r.status = prev.status
         RETURNING ${prefixed('r', FINALIZED_COLUMNS)}, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
