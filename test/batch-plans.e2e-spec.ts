@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { escapeLiteral } from 'pg';
+import { Statement } from '../src/database/named-params';
 import { PgStatements } from '../src/database/pg-statements';
 import { DispatchRepository } from '../src/runs/dispatch.repository';
 import { RunStatus } from '../src/runs/run-status';
@@ -16,12 +17,18 @@ interface PlanNode {
   'Index Name'?: string;
   'Relation Name'?: string;
   'Node Type': string;
+  'Parent Relationship'?: string;
   Plans?: PlanNode[];
 }
 
+/**
+ * The indexes the plan reads, but not those of correlated subplans: the claim's count of a
+ * project's live leases is one, and reading the status index there (RUNNING runs by lease expiry)
+ * is a fair choice — it is not a lookup of the batch's own runs.
+ */
 function indexesOf(node: PlanNode, out: string[] = []): string[] {
   if (node['Index Name']) out.push(node['Index Name']);
-  for (const child of node.Plans ?? []) indexesOf(child, out);
+  for (const child of node.Plans ?? []) if (child['Parent Relationship'] !== 'SubPlan') indexesOf(child, out);
   return out;
 }
 
@@ -122,5 +129,27 @@ describe('batch statements: runs looked up by primary key, never through the sta
     const indexes = await planIndexes(mode, text, values);
     expect(indexes).toContain('pk_runs');
     expect(indexes).not.toContain('ix_runs_status_lease');
+  });
+
+  it.each(modes)('the claim (%s)', async (mode) => {
+    const ids = await Promise.all(Array.from({ length: 11 }, () => insertRun(project.id, { status: 'QUEUED' })));
+    const statements = t.app.get(PgStatements);
+    let seen: Statement[] | undefined;
+    const real = statements.inOneRoundTrip.bind(statements);
+    statements.inOneRoundTrip = async <R>(batch: Statement[]): Promise<R[]> => {
+      seen ??= batch;
+      return [];
+    };
+    try {
+      await t.app
+        .get(RunWorkerRepository)
+        .claimMany(ids.map((runId) => ({ runId, redisToken: 1, owner: 'o', leaseMs: 60_000, workerId: 'w' })));
+    } finally {
+      statements.inOneRoundTrip = real;
+    }
+    for (const { text, values } of seen!) {
+      const indexes = await planIndexes(mode, text, values);
+      expect(indexes).not.toContain('ix_runs_status_lease');
+    }
   });
 });

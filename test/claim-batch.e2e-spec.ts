@@ -255,6 +255,33 @@ describe('claim batches (group commit)', () => {
     for (const i of [2, 3, 4]) await expectClaimedOnce(cs[i], results[i] as ClaimResult);
   });
 
+  it('a run whose lease had expired, re-taken with a live lease while the batch waited, is left to its new owner', async () => {
+    const project = await insertProject(10);
+    const expired = await insertRun(project.id, {
+      status: 'RUNNING',
+      attempts: 1,
+      fencing_token: 3,
+      lease_owner: 'gone',
+      leaseMs: -5_000,
+    });
+    const cs = [expired, ...(await queued(project.id, 3))].map(claimOf);
+    await batches();
+    // Same status as the batch's snapshot saw (RUNNING): only the lease condition, checked again
+    // under the row lock, tells the batch that the run is held now.
+    const outcomes = await batchWaitingForRowLocks(cs, async (tx) => {
+      await tx.query(
+        `UPDATE runs SET attempts = 2, fencing_token = 60, lease_owner = 'other',
+                lease_expires_at = now() + interval '20 seconds' WHERE id = $1`,
+        [expired],
+      );
+    });
+    const results = outcomes.map((o) => (o.status === 'fulfilled' ? o.value : { kind: 'error', err: o.reason }));
+    expect(results[0]).toMatchObject({ kind: 'later', reason: 'held by a live lease' });
+    expect(await runRow(expired)).toMatchObject({ attempts: 2, fencing_token: '60', lease_owner: 'other' });
+    expect(await runEvents(expired)).toHaveLength(0);
+    for (const i of [1, 2, 3]) await expectClaimedOnce(cs[i], results[i] as ClaimResult);
+  });
+
   it('a connection dropped mid-batch: every caller gets the error, and the retries claim each run exactly once', async () => {
     const project = await insertProject(10);
     const ids = await queued(project.id, 10);

@@ -98,8 +98,11 @@ export class RunWorkerRepository {
           AS i(run_id, redis_token, owner, lease_ms, worker_id)
       ), cand AS (
         SELECT r.id, r.project_id, row_number() OVER (PARTITION BY r.project_id ORDER BY r.id) AS rank
-          FROM runs r JOIN input i ON i.run_id = r.id
-         WHERE r.status = ANY(:fromStatuses::text[]) AND ${CLAIMABLE}
+          FROM (SELECT i.run_id, :fromStatuses::text[] AS from_statuses FROM input i OFFSET 0) i
+          CROSS JOIN LATERAL (
+            SELECT r.id, r.project_id FROM runs r
+             WHERE r.id = i.run_id AND r.status = ANY(i.from_statuses) AND ${CLAIMABLE} LIMIT 1
+          ) r
       ), load AS (
         SELECT p.id AS project_id, p.max_concurrent_runs AS cap,
                (SELECT count(*) FROM runs o WHERE o.project_id = p.id AND o.status = 'RUNNING'
@@ -107,16 +110,22 @@ export class RunWorkerRepository {
           FROM projects p WHERE p.id IN (SELECT project_id FROM cand)
       ), prev AS (
         SELECT r.id, r.status, i.redis_token, i.owner, i.lease_ms
-          FROM runs r JOIN cand c ON c.id = r.id JOIN load l ON l.project_id = c.project_id
-               JOIN input i ON i.run_id = r.id
-         WHERE l.live + c.rank <= l.cap AND r.status = ANY(:fromStatuses::text[]) AND ${CLAIMABLE}
-         ORDER BY r.id FOR UPDATE OF r
+          FROM (SELECT i.*, :fromStatuses::text[] AS from_statuses
+                  FROM input i JOIN cand c ON c.id = i.run_id JOIN load l ON l.project_id = c.project_id
+                 WHERE l.live + c.rank <= l.cap ORDER BY i.run_id OFFSET 0) i
+          CROSS JOIN LATERAL (
+            SELECT r.id, r.status FROM runs r
+             WHERE r.id = i.run_id AND r.status = ANY(i.from_statuses) AND ${CLAIMABLE}
+               FOR UPDATE OF r LIMIT 1
+          ) r
       ), upd AS (
         UPDATE runs r SET status = 'RUNNING', updated_at = now(), attempts = r.attempts + 1,
                fencing_token = GREATEST(r.fencing_token + 1, prev.redis_token), lease_owner = prev.owner,
                lease_expires_at = now() + prev.lease_ms * interval '1 millisecond',
                started_at = COALESCE(r.started_at, now())
-          FROM prev WHERE r.id = prev.id AND r.status = ANY(:fromStatuses::text[])
+          -- The status read under the row lock, column to column (a constant list here had the
+          -- planner scan the status index): the row's own conditions were checked under that lock.
+          FROM prev WHERE r.id = prev.id AND r.status = prev.status
         RETURNING ${prefixed('r', CLAIMED_COLUMNS)}, prev.status AS from_status
       ), ev AS (
         INSERT INTO run_events (run_id, from_status, to_status, attempt, fencing_token, worker_id, reason)
