@@ -25,6 +25,7 @@ export const AREAS = {
   runs: {
     mutate: [
       'src/runs/worker/run-claim.service.ts',
+      'src/runs/worker/run-claim.repository.ts',
       'src/runs/worker/run-worker.repository.ts',
       'src/runs/worker/run-outcome.ts',
       'src/runs/dispatch.service.ts',

@@ -4,6 +4,7 @@ import { Statement } from '../src/database/named-params';
 import { PgStatements } from '../src/database/pg-statements';
 import { DispatchRepository } from '../src/runs/dispatch.repository';
 import { RunStatus } from '../src/runs/run-status';
+import { RunClaimRepository } from '../src/runs/worker/run-claim.repository';
 import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv, uniquePrefix } from './support/env';
@@ -142,7 +143,7 @@ describe('batch statements: runs looked up by primary key, never through the sta
     };
     try {
       await t.app
-        .get(RunWorkerRepository)
+        .get(RunClaimRepository)
         .claimMany(ids.map((runId) => ({ runId, redisToken: 1, owner: 'o', leaseMs: 60_000, workerId: 'w' })));
     } finally {
       statements.inOneRoundTrip = real;

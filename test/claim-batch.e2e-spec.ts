@@ -3,6 +3,7 @@ import type { PoolClient } from 'pg';
 import { MetricsService } from '../src/metrics/metrics.service';
 import { ClaimBatch } from '../src/runs/worker/claim-batch';
 import { ClaimResult, RunClaimService } from '../src/runs/worker/run-claim.service';
+import { RunClaimRepository } from '../src/runs/worker/run-claim.repository';
 import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -108,7 +109,11 @@ describe('claim batches (group commit)', () => {
     // A second batcher over the same repository: its round trips run beside this one's, on their
     // own connections, as another worker process's would.
     const repo = t.app.get(RunWorkerRepository);
-    const elsewhere = new RunClaimService(repo, new ClaimBatch(repo, t.app.get(MetricsService)), t.config);
+    const elsewhere = new RunClaimService(
+      repo,
+      new ClaimBatch(t.app.get(RunClaimRepository), t.app.get(MetricsService)),
+      t.config,
+    );
     for (let round = 0; round < 5; round++) {
       const [a, b] = [await insertProject(2), await insertProject(3)];
       const cs = [...(await queued(a.id, 6)), ...(await queued(b.id, 6))].map(claimOf);

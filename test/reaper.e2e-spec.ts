@@ -9,6 +9,7 @@ import { RUNS_QUEUE } from '../src/queues/queue-names';
 import { ClaimBatch } from '../src/runs/worker/claim-batch';
 import { RunClaimService } from '../src/runs/worker/run-claim.service';
 import { RunReaper } from '../src/runs/worker/run-reaper';
+import { RunClaimRepository } from '../src/runs/worker/run-claim.repository';
 import { RunWorkerRepository } from '../src/runs/worker/run-worker.repository';
 import { RunTransitionsRepository } from '../src/runs/run-transitions.repository';
 import { closeDb, db, startApp, TestApp } from './support/app';
@@ -184,7 +185,11 @@ describe('the reaper (RunReaper.reapStuck)', () => {
   it('races a real claim: a worker that takes the run between the reaper’s look and its write keeps it', async () => {
     const id = await stuckRun();
     const repo = t.app.get(RunWorkerRepository);
-    const claims = new RunClaimService(repo, new ClaimBatch(repo, t.app.get(MetricsService)), t.config);
+    const claims = new RunClaimService(
+      repo,
+      new ClaimBatch(t.app.get(RunClaimRepository), t.app.get(MetricsService)),
+      t.config,
+    );
     let claimed: { owner: string; token: number } | undefined;
     betweenLookAndWrite(id, async () => {
       // What a worker does: take the run's lock, then claim it in Postgres.

@@ -46,3 +46,11 @@ export function mergeValues(...parts: Array<Record<string, unknown> | undefined>
   }
   return out;
 }
+
+/** `a, b` → `t.a, t.b`. */
+export function prefixed(table: string, columns: string): string {
+  return columns
+    .split(', ')
+    .map((c) => `${table}.${c}`)
+    .join(', ');
+}

@@ -23,6 +23,7 @@ import { RunClaimService } from './worker/run-claim.service';
 import { RunFinalizer } from './worker/run-finalizer';
 import { RunQueueReconciler } from './worker/run-queue-reconciler';
 import { RunReaper } from './worker/run-reaper';
+import { RunClaimRepository } from './worker/run-claim.repository';
 import { RunWorkerRepository } from './worker/run-worker.repository';
 import { AttemptRunner } from './worker/attempt-runner';
 import { RunProcessor } from './worker/run.processor';
@@ -54,6 +55,7 @@ const REPOSITORIES = [
   ProjectsRepository,
   RunsRepository,
   RunWorkerRepository,
+  RunClaimRepository,
 ];
 /** The worker's API for its own commands: steps, values and the LLM proxy. */
 const COMMAND_API = [RunAttempts, LlmProxy, WorkerApiServer, OnceflowBin, CommandAccess];

@@ -6,7 +6,7 @@ import type { Lease } from '../../locks/task-lock.service';
 import { MetricsService } from '../../metrics/metrics.service';
 import { RUN_EXECUTOR } from '../executor/executor';
 import type { ExecutionResult, RunExecutor } from '../executor/executor';
-import type { ClaimedRun } from './run-worker.repository';
+import type { ClaimedRun } from './run-claim.repository';
 import { CommandAccess, CommandAccessHandle, describeStats } from '../steps/command-access';
 
 export interface ClaimedAttempt {

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Batcher } from '../../common/batcher';
 import { isTransientDbError } from '../../database/pg-errors';
 import { MetricsService } from '../../metrics/metrics.service';
-import { ClaimedRow, ClaimRequest, RunWorkerRepository } from './run-worker.repository';
+import { ClaimedRow, ClaimRequest, RunClaimRepository } from './run-claim.repository';
 
 // As for finalizes: the worker's concurrency bounds what can meet in one turn; the cap keeps one
 // statement's arrays and row locks small when that is set high.
@@ -10,7 +10,7 @@ export const CLAIM_BATCH_MAX = 64;
 
 /**
  * Group commit of the worker's claims: the claims this process makes in the same turn of the event
- * loop go to Postgres as ONE round trip (RunWorkerRepository.claimMany), each run still conditional
+ * loop go to Postgres as ONE round trip (RunClaimRepository.claimMany), each run still conditional
  * on its own status and lease, the projects' caps holding for the batch as a whole. Each caller
  * gets its own row, or null: not claimed (the caller reads why). A connection error fails every
  * caller of the batch, as it would a lone claim; any other error is its row's, so the rows are sent
@@ -21,7 +21,7 @@ export class ClaimBatch {
   private readonly batcher: Batcher<ClaimRequest, ClaimedRow | null>;
 
   constructor(
-    private readonly runs: RunWorkerRepository,
+    private readonly runs: RunClaimRepository,
     metrics: MetricsService,
   ) {
     this.batcher = new Batcher((reqs) => this.send(reqs), {

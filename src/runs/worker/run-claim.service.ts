@@ -4,7 +4,8 @@ import type { AppConfig } from '../../config/app-config';
 import { APP_CONFIG } from '../../config/config.module';
 import { RunStatus } from '../run-status';
 import { ClaimBatch } from './claim-batch';
-import { ClaimedRun, RunWorkerRepository } from './run-worker.repository';
+import { ClaimedRun } from './run-claim.repository';
+import { RunWorkerRepository } from './run-worker.repository';
 
 export type ClaimResult =
   | { kind: 'claimed'; run: ClaimedRun; project: { id: string; name: string; workspace_path: string } }
@@ -15,7 +16,7 @@ export type ClaimResult =
  * The claim: one conditional UPDATE that takes a QUEUED/RETRYING run — or a RUNNING one whose
  * holder's lease expired — stores a fencing token newer than any before, counts the attempt and
  * sets the lease, under the project's max_concurrent_runs; shared with the claims this process
- * makes at the same moment (ClaimBatch, RunWorkerRepository.claimMany). When it does not happen,
+ * makes at the same moment (ClaimBatch, RunClaimRepository.claimMany). When it does not happen,
  * the run's state says whether to drop the job or look again later.
  */
 @Injectable()
