@@ -63,18 +63,23 @@ async function planIndexes(mode: PlanMode, text: string, values: unknown[]): Pro
 describe('batch statements: runs looked up by primary key, never through the status index', () => {
   let t: TestApp;
   let project: { id: string };
-  const capture = async (act: () => Promise<unknown>): Promise<{ text: string; values: unknown[] }> => {
+  /** The statements the first call of `act` sends (prepared, or in one round trip), not run. */
+  const capture = async (act: () => Promise<unknown>): Promise<Statement[]> => {
     const statements = t.app.get(PgStatements);
-    let seen: { text: string; values: unknown[] } | undefined;
-    const real = statements.preparedRows.bind(statements);
+    let seen: Statement[] | undefined;
+    const { preparedRows, inOneRoundTrip } = statements;
     statements.preparedRows = async <R>(text: string, values: unknown[]): Promise<R[]> => {
-      seen ??= { text, values };
+      seen ??= [{ text, values }];
+      return [];
+    };
+    statements.inOneRoundTrip = async <R>(batch: Statement[]): Promise<R[]> => {
+      seen ??= batch;
       return [];
     };
     try {
       await act();
     } finally {
-      statements.preparedRows = real;
+      Object.assign(statements, { preparedRows, inOneRoundTrip });
     }
     return seen!;
   };
@@ -103,7 +108,7 @@ describe('batch statements: runs looked up by primary key, never through the sta
 
   it.each(modes)('the bulk dispatch (%s)', async (mode) => {
     const ids = await Promise.all(Array.from({ length: 11 }, () => insertRun(project.id)));
-    const { text, values } = await capture(() => t.app.get(DispatchRepository).queuePending(ids, 'w', 'dispatched'));
+    const [{ text, values }] = await capture(() => t.app.get(DispatchRepository).queuePending(ids, 'w', 'dispatched'));
     const indexes = await planIndexes(mode, text, values);
     expect(indexes).toContain('pk_runs');
     expect(indexes).not.toContain('ix_runs_status_lease');
@@ -113,7 +118,7 @@ describe('batch statements: runs looked up by primary key, never through the sta
     const ids = await Promise.all(
       Array.from({ length: 11 }, () => insertRun(project.id, { status: 'RUNNING', fencing_token: 3, leaseMs: 60_000 })),
     );
-    const { text, values } = await capture(() =>
+    const [{ text, values }] = await capture(() =>
       t.app.get(RunWorkerRepository).finalizeMany(
         ids.map((runId) => ({
           runId,
@@ -134,21 +139,12 @@ describe('batch statements: runs looked up by primary key, never through the sta
 
   it.each(modes)('the claim (%s)', async (mode) => {
     const ids = await Promise.all(Array.from({ length: 11 }, () => insertRun(project.id, { status: 'QUEUED' })));
-    const statements = t.app.get(PgStatements);
-    let seen: Statement[] | undefined;
-    const real = statements.inOneRoundTrip.bind(statements);
-    statements.inOneRoundTrip = async <R>(batch: Statement[]): Promise<R[]> => {
-      seen ??= batch;
-      return [];
-    };
-    try {
-      await t.app
+    const sent = await capture(() =>
+      t.app
         .get(RunClaimRepository)
-        .claimMany(ids.map((runId) => ({ runId, redisToken: 1, owner: 'o', leaseMs: 60_000, workerId: 'w' })));
-    } finally {
-      statements.inOneRoundTrip = real;
-    }
-    for (const { text, values } of seen!) {
+        .claimMany(ids.map((runId) => ({ runId, redisToken: 1, owner: 'o', leaseMs: 60_000, workerId: 'w' }))),
+    );
+    for (const { text, values } of sent) {
       const indexes = await planIndexes(mode, text, values);
       expect(indexes).not.toContain('ix_runs_status_lease');
     }
