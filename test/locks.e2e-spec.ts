@@ -279,7 +279,11 @@ describe('Heartbeat edges (real Redis)', () => {
     await waitFor(() => hb.signal.aborted, 3000, 'abort once the lease may have lapsed');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(550);
     expect(errors.length).toBeGreaterThanOrEqual(1);
-    expect((hb.signal.reason as LockLostError).reason).toBe('extend_late');
+    // Which guard sees the validity run out depends on when the last failing beat fires: one at
+    // the edge finds it gone before asking (extend_late), one just before it finds it gone when the
+    // error comes back (extend_error). A loaded CI host hits either; each has its own test above
+    // and below. What this test pins is that errors alone never abort before the validity ends.
+    expect(['extend_late', 'extend_error']).toContain((hb.signal.reason as LockLostError).reason);
   });
 
   it('without an onError, failing extends and checks are still tolerated (no unhandled rejection)', async () => {
