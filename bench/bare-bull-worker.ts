@@ -12,10 +12,10 @@
  * Environment (set by bench.ts): REDIS_URL, REDIS_PREFIX, BARE_QUEUE, BARE_CONCURRENCY, BARE_MODE.
  */
 import Bull from 'bull';
+import Redis from 'ioredis';
 import { spawn } from 'node:child_process';
 import { loadConfig } from '../src/config/app-config';
 import { LockService } from '../src/locks/lock.service';
-import { LOCK_CONNECTIONS, newRedisClient } from '../src/locks/redis-clients';
 import { queueOptions } from '../src/queues/queue-settings';
 import type { RunJobData } from '../src/queues/queue-names';
 
@@ -33,12 +33,11 @@ const forkTrue = () =>
     child.once('error', reject);
     child.once('exit', () => resolve());
   });
-// The run lock on connections set up like the app's (LocksModule).
-const lockClients =
+const lockClient =
   process.env.BARE_MODE === 'lock'
-    ? Array.from({ length: LOCK_CONNECTIONS }, () => newRedisClient(config.redis.url))
-    : [];
-const locks = lockClients.length ? new LockService(lockClients, `${config.redis.prefix}:barelock`, 'bare') : null;
+    ? new Redis(config.redis.url, { maxRetriesPerRequest: 3, enableAutoPipelining: true })
+    : null;
+const locks = lockClient && new LockService(lockClient, `${config.redis.prefix}:barelock`, 'bare');
 const runLocked = async (job: Bull.Job<RunJobData>) => {
   const handle = await locks!.acquire(`run:${job.data.runId}`, config.runs.lockTtlMs);
   if (!handle) throw new Error(`run lock of ${job.data.runId} unexpectedly held`);
@@ -63,5 +62,5 @@ queue
   });
 process.on('disconnect', () => {
   clearInterval(report);
-  void Promise.all([queue.close(), ...lockClients.map((r) => r.quit())]).finally(() => process.exit(0));
+  void Promise.all([queue.close(), lockClient?.quit()]).finally(() => process.exit(0));
 });

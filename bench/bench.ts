@@ -15,8 +15,7 @@
  * the open loop's timeline, bench/open-loop-trace.ts), BENCH_WORKER_PROFILE_DIR (V8 CPU
  * profiles of the worker processes, the full path's included), BENCH_DISPATCH_RUNS (runs dispatched
  * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
- * 1–100, default 100), BENCH_LOCK_CONNECTIONS (connections of each side of the locks phase,
- * default the app's LOCK_CONNECTIONS). The dispatch phase runs last: the runs it queues are never executed, and
+ * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
  * would be by a later phase's workers.
  */
 import type { INestApplication } from '@nestjs/common';
@@ -29,7 +28,6 @@ import { createApp } from '../src/bootstrap';
 import { loadConfig } from '../src/config/app-config';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { prepareDatabase } from '../src/database/prepare-database';
-import { LOCK_CONNECTIONS } from '../src/locks/redis-clients';
 import { DispatchService } from '../src/runs/dispatch.service';
 import { ProjectsService } from '../src/runs/projects/projects.service';
 import { RunsService } from '../src/runs/runs.service';
@@ -192,9 +190,8 @@ async function main(): Promise<void> {
 
     let locks: LockBenchResult | undefined;
     if (has('locks')) {
-      const connections = knob('BENCH_LOCK_CONNECTIONS', LOCK_CONNECTIONS);
-      log(`locks vs raw SET NX + DEL, ${64} in flight, ${connections} connection(s) each`);
-      locks = await measureLocks(base.redis.url, tag, 64, connections);
+      log(`locks vs raw SET NX + DEL, ${64} in flight`);
+      locks = await measureLocks(base.redis.url, tag, 64);
       log(`  ratio ${locks.lockRatio.toFixed(2)}`);
     }
 

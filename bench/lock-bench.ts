@@ -1,18 +1,14 @@
 /**
  * Lock acquire+release ops/s (LockService: EVALSHA of SET NX PX + INCR fence, then owner-checked
- * EVALSHA GET/DEL) against raw `SET NX PX` + `DEL`. Both on connections set up like the app's lock
- * service (ioredis auto-pipelining, LOCK_CONNECTIONS of them, each key pinned to one by
- * clientFor), with the same number of loops in flight, each on its own key; the two are
- * interleaved in rounds so that a noisy neighbour hits both alike.
+ * EVALSHA GET/DEL) against raw `SET NX PX` + `DEL`. Both on a client configured like the app's
+ * (ioredis auto-pipelining), with the same number of loops in flight, each on its own key; the two
+ * are interleaved in rounds so that a noisy neighbour hits both alike.
  */
-import type Redis from 'ioredis';
+import Redis from 'ioredis';
 import { LockService } from '../src/locks/lock.service';
-import { clientFor, LOCK_CONNECTIONS, newRedisClient } from '../src/locks/redis-clients';
 
 export interface LockBenchResult {
   concurrency: number;
-  /** Connections of each side (the app's LOCK_CONNECTIONS unless BENCH_LOCK_CONNECTIONS says). */
-  connections: number;
   lockOpsPerSec: number;
   rawRedisOpsPerSec: number;
   lockRatio: number;
@@ -40,15 +36,11 @@ async function timed(
   return { ops, seconds: Number(process.hrtime.bigint() - t0) / 1e9 };
 }
 
-export async function measureLocks(
-  redisUrl: string,
-  prefix: string,
-  concurrency: number,
-  connections = LOCK_CONNECTIONS,
-): Promise<LockBenchResult> {
-  const connect = (): Redis[] => Array.from({ length: connections }, () => newRedisClient(redisUrl));
-  const lockRedis = connect();
-  const rawRedis = connect();
+export async function measureLocks(redisUrl: string, prefix: string, concurrency: number): Promise<LockBenchResult> {
+  // The same options as the app's lock client (src/locks/locks.module.ts).
+  const options = { maxRetriesPerRequest: 3, enableAutoPipelining: true };
+  const lockRedis = new Redis(redisUrl, options);
+  const rawRedis = new Redis(redisUrl, options);
   const locks = new LockService(lockRedis, `${prefix}:lockbench`, 'bench');
   const lockOp = async (loop: number): Promise<void> => {
     const handle = await locks.acquire(`k${loop}`, 30_000);
@@ -57,9 +49,8 @@ export async function measureLocks(
   };
   const rawOp = async (loop: number): Promise<void> => {
     const key = `${prefix}:rawbench:k${loop}`;
-    const redis = clientFor(rawRedis, key);
-    if ((await redis.set(key, 'bench', 'PX', 30_000, 'NX')) !== 'OK') throw new Error(`${key} unexpectedly set`);
-    await redis.del(key);
+    if ((await rawRedis.set(key, 'bench', 'PX', 30_000, 'NX')) !== 'OK') throw new Error(`${key} unexpectedly set`);
+    await rawRedis.del(key);
   };
   try {
     // Warm-up: script loading (the first EVALSHA falls back to EVAL), connections, JIT.
@@ -84,9 +75,8 @@ export async function measureLocks(
     }
     const lockOpsPerSec = lock.ops / lock.seconds;
     const rawRedisOpsPerSec = raw.ops / raw.seconds;
-    const lockRatio = lockOpsPerSec / rawRedisOpsPerSec;
-    return { concurrency, connections, lockOpsPerSec, rawRedisOpsPerSec, lockRatio };
+    return { concurrency, lockOpsPerSec, rawRedisOpsPerSec, lockRatio: lockOpsPerSec / rawRedisOpsPerSec };
   } finally {
-    await Promise.all([...lockRedis, ...rawRedis].map((r) => r.quit()));
+    await Promise.all([lockRedis.quit(), rawRedis.quit()]);
   }
 }

@@ -7,19 +7,18 @@ import { testRedisUrl, uniquePrefix } from './support/env';
 /** LockService and Heartbeat against the real Redis. */
 describe('LockService (real Redis)', () => {
   let redis: Redis;
-  let otherRedis: Redis;
   let locks: LockService;
   let other: LockService;
 
   beforeAll(() => {
     redis = new Redis(testRedisUrl());
-    otherRedis = new Redis(testRedisUrl());
     const prefix = uniquePrefix('locks');
     locks = new LockService(redis, prefix, 'a');
-    other = new LockService(otherRedis, prefix, 'b');
+    other = new LockService(new Redis(testRedisUrl()), prefix, 'b');
   });
   afterAll(async () => {
-    await Promise.all([redis.quit(), otherRedis.quit()]);
+    await redis.quit();
+    await (other as unknown as { redis: Redis }).redis.quit();
   });
 
   it('gives the lock to exactly one of 50 concurrent acquirers', async () => {

@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
 import Redis from 'ioredis';
-import { clientFor } from './redis-clients';
 
 export interface LockHandle {
   key: string;
@@ -55,8 +54,6 @@ for i, key in ipairs(KEYS) do
 end
 return 0`;
 
-const isOne = (reply: number): boolean => reply === 1;
-
 export type ExtendResult = 'extended' | 'retaken' | 'lost';
 
 class Script {
@@ -80,41 +77,30 @@ const guardScripts = { enter: new Script(ENTER_GUARDS, 0), leave: new Script(LEA
 /**
  * Redis locks with owner-checked release/extend and fencing tokens; each operation is ONE round
  * trip (EVALSHA; EVAL once after a Redis restart lost the script cache). Keys are namespaced by
- * the configured prefix and spread over the given connections, each key always on the same one
- * (clientFor: Redis' order per key is kept).
+ * the configured prefix.
  */
 export class LockService {
   /** Owners are unique, not secret: a random per-process nonce plus a counter (no crypto per lock). */
   private readonly nonce = randomBytes(6).toString('hex');
   private seq = 0;
-  private readonly clients: readonly Redis[];
 
   constructor(
-    redis: Redis | readonly Redis[],
+    private readonly redis: Redis,
     private readonly prefix: string,
     private readonly ownerPrefix: string,
-  ) {
-    this.clients = Array.isArray(redis) ? redis : [redis as Redis];
-    if (this.clients.length === 0) throw new Error('LockService needs a Redis client');
-  }
+  ) {}
 
   /**
-   * Runs a script by its hash on the connection of its first key, its reply mapped by `map`; on
-   * NOSCRIPT (a restarted or flushed Redis) sends the body, which also caches it again. One
-   * `then` per call and no async frames or defineCommand: on a lock those cost the client more
-   * than the script costs Redis (docs/benchmarks.md, "Locks").
+   * Runs a script by its hash; on NOSCRIPT (a restarted or flushed Redis) sends the body, which
+   * also caches it again. ioredis' defineCommand does the same but costs more per call.
    */
-  private run<R, T = R>(
-    script: Script,
-    args: Array<string | number>,
-    map: (reply: R) => T,
-    keys = script.keys,
-  ): Promise<T> {
-    const redis = clientFor(this.clients, String(args[0]));
-    return (redis.evalsha(script.sha, keys, ...args) as Promise<R>).then(map, (err: unknown) => {
+  private async run<T>(script: Script, args: Array<string | number>, keys = script.keys): Promise<T> {
+    try {
+      return (await this.redis.evalsha(script.sha, keys, ...args)) as T;
+    } catch (err) {
       if (!String((err as Error)?.message).startsWith('NOSCRIPT')) throw err;
-      return (redis.eval(script.lua, keys, ...args) as Promise<R>).then(map);
-    });
+      return (await this.redis.eval(script.lua, keys, ...args)) as T;
+    }
   }
 
   lockKey(key: string): string {
@@ -129,34 +115,31 @@ export class LockService {
     return `${this.ownerPrefix}:${this.nonce}:${(this.seq++).toString(36)}`;
   }
 
-  acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
-    return this.run(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key), owner, ttlMs], (token: number | null) =>
-      token === null ? null : { key, owner, token: Number(token), ttlMs },
-    );
+  async acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
+    const token = await this.run<number | null>(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key), owner, ttlMs]);
+    return token === null ? null : { key, owner, token: Number(token), ttlMs };
   }
 
-  release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
-    return this.run(SCRIPTS.release, [this.lockKey(handle.key), handle.owner], isOne);
+  async release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
+    return (await this.run<number>(SCRIPTS.release, [this.lockKey(handle.key), handle.owner])) === 1;
   }
 
-  extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
-    return this.run(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs], isOne);
+  async extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
+    return (await this.run<number>(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs])) === 1;
   }
 
   /**
    * extend() for a holder whose work is fenced elsewhere (a lease in Postgres): a key that vanished
    * is set again instead of lost. Only safe where that other fence decides who may write.
    */
-  extendOrRetake(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<ExtendResult> {
-    return this.run(SCRIPTS.extendOrRetake, [this.lockKey(handle.key), handle.owner, ttlMs], (r: number) =>
-      r === 1 ? 'extended' : r === 2 ? 'retaken' : 'lost',
-    );
+  async extendOrRetake(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<ExtendResult> {
+    const r = await this.run<number>(SCRIPTS.extendOrRetake, [this.lockKey(handle.key), handle.owner, ttlMs]);
+    return r === 1 ? 'extended' : r === 2 ? 'retaken' : 'lost';
   }
 
   /** Remaining TTL of a lock in ms; -2 when nobody holds it. */
   async remainingMs(key: string): Promise<number> {
-    const lockKey = this.lockKey(key);
-    return clientFor(this.clients, lockKey).pttl(lockKey);
+    return this.redis.pttl(this.lockKey(key));
   }
 
   /**
@@ -165,34 +148,31 @@ export class LockService {
    */
   async enterGuard(key: string, ttlMs: number): Promise<string | null> {
     const owner = this.newOwner();
-    const guardKey = this.guardKey(key);
-    const ok = await clientFor(this.clients, guardKey).set(guardKey, owner, 'PX', ttlMs, 'NX');
+    const ok = await this.redis.set(this.guardKey(key), owner, 'PX', ttlMs, 'NX');
     return ok === 'OK' ? owner : null;
   }
 
   /**
    * enterGuard for many keys in ONE command (a script: one call instead of a SET per key): the
    * owner per key, in order, null where someone else is already at it. Guards taken before a
-   * Redis error lapse with their TTL. It goes through the first key's connection; the guards are
-   * left after it answered, so the order across connections does not matter.
+   * Redis error lapse with their TTL.
    */
   async enterGuards(keys: readonly string[], ttlMs: number): Promise<Array<string | null>> {
     if (keys.length === 0) return [];
     const owners = keys.map(() => this.newOwner());
-    return this.run(
+    const taken = await this.run<number[]>(
       guardScripts.enter,
       [...keys.map((key) => this.guardKey(key)), ttlMs, ...owners],
-      (taken: number[]) => keys.map((_, i) => (taken[i] === 1 ? owners[i] : null)),
       keys.length,
     );
+    return keys.map((_, i) => (taken[i] === 1 ? owners[i] : null));
   }
 
   /** Leaves the guards enterGuards() took (null owners are skipped), in one command. */
   async leaveGuards(keys: readonly string[], owners: ReadonlyArray<string | null>): Promise<void> {
     const held = keys.flatMap((key, i) => (owners[i] ? [{ key: this.guardKey(key), owner: owners[i]! }] : []));
     if (held.length === 0) return;
-    const args = [...held.map((h) => h.key), ...held.map((h) => h.owner)];
-    await this.run(guardScripts.leave, args, () => undefined, held.length);
+    await this.run<number>(guardScripts.leave, [...held.map((h) => h.key), ...held.map((h) => h.owner)], held.length);
   }
 
   private guardKey(key: string): string {
@@ -200,6 +180,6 @@ export class LockService {
   }
 
   async leaveGuard(key: string, owner: string): Promise<void> {
-    await this.run(SCRIPTS.release, [this.guardKey(key), owner], () => undefined);
+    await this.run<number>(SCRIPTS.release, [this.guardKey(key), owner]);
   }
 }
