@@ -54,6 +54,8 @@ for i, key in ipairs(KEYS) do
 end
 return 0`;
 
+const isOne = (reply: number): boolean => reply === 1;
+
 export type ExtendResult = 'extended' | 'retaken' | 'lost';
 
 class Script {
@@ -91,16 +93,20 @@ export class LockService {
   ) {}
 
   /**
-   * Runs a script by its hash; on NOSCRIPT (a restarted or flushed Redis) sends the body, which
-   * also caches it again. ioredis' defineCommand does the same but costs more per call.
+   * Runs a script by its hash, its reply mapped by `map`; on NOSCRIPT (a restarted or flushed
+   * Redis) sends the body, which also caches it again. One `then` per call, no async frames and
+   * no defineCommand: each costs the client more per lock (docs/benchmarks.md, "Locks").
    */
-  private async run<T>(script: Script, args: Array<string | number>, keys = script.keys): Promise<T> {
-    try {
-      return (await this.redis.evalsha(script.sha, keys, ...args)) as T;
-    } catch (err) {
+  private run<R, T = R>(
+    script: Script,
+    args: Array<string | number>,
+    map: (reply: R) => T,
+    keys = script.keys,
+  ): Promise<T> {
+    return (this.redis.evalsha(script.sha, keys, ...args) as Promise<R>).then(map, (err: unknown) => {
       if (!String((err as Error)?.message).startsWith('NOSCRIPT')) throw err;
-      return (await this.redis.eval(script.lua, keys, ...args)) as T;
-    }
+      return (this.redis.eval(script.lua, keys, ...args) as Promise<R>).then(map);
+    });
   }
 
   lockKey(key: string): string {
@@ -115,26 +121,28 @@ export class LockService {
     return `${this.ownerPrefix}:${this.nonce}:${(this.seq++).toString(36)}`;
   }
 
-  async acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
-    const token = await this.run<number | null>(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key), owner, ttlMs]);
-    return token === null ? null : { key, owner, token: Number(token), ttlMs };
+  acquire(key: string, ttlMs: number, owner = this.newOwner()): Promise<LockHandle | null> {
+    return this.run(SCRIPTS.acquire, [this.lockKey(key), this.fenceKey(key), owner, ttlMs], (token: number | null) =>
+      token === null ? null : { key, owner, token: Number(token), ttlMs },
+    );
   }
 
-  async release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
-    return (await this.run<number>(SCRIPTS.release, [this.lockKey(handle.key), handle.owner])) === 1;
+  release(handle: Pick<LockHandle, 'key' | 'owner'>): Promise<boolean> {
+    return this.run(SCRIPTS.release, [this.lockKey(handle.key), handle.owner], isOne);
   }
 
-  async extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
-    return (await this.run<number>(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs])) === 1;
+  extend(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<boolean> {
+    return this.run(SCRIPTS.extend, [this.lockKey(handle.key), handle.owner, ttlMs], isOne);
   }
 
   /**
    * extend() for a holder whose work is fenced elsewhere (a lease in Postgres): a key that vanished
    * is set again instead of lost. Only safe where that other fence decides who may write.
    */
-  async extendOrRetake(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<ExtendResult> {
-    const r = await this.run<number>(SCRIPTS.extendOrRetake, [this.lockKey(handle.key), handle.owner, ttlMs]);
-    return r === 1 ? 'extended' : r === 2 ? 'retaken' : 'lost';
+  extendOrRetake(handle: Pick<LockHandle, 'key' | 'owner'>, ttlMs: number): Promise<ExtendResult> {
+    return this.run(SCRIPTS.extendOrRetake, [this.lockKey(handle.key), handle.owner, ttlMs], (r: number) =>
+      r === 1 ? 'extended' : r === 2 ? 'retaken' : 'lost',
+    );
   }
 
   /** Remaining TTL of a lock in ms; -2 when nobody holds it. */
@@ -160,19 +168,20 @@ export class LockService {
   async enterGuards(keys: readonly string[], ttlMs: number): Promise<Array<string | null>> {
     if (keys.length === 0) return [];
     const owners = keys.map(() => this.newOwner());
-    const taken = await this.run<number[]>(
+    return this.run(
       guardScripts.enter,
       [...keys.map((key) => this.guardKey(key)), ttlMs, ...owners],
+      (taken: number[]) => keys.map((_, i) => (taken[i] === 1 ? owners[i] : null)),
       keys.length,
     );
-    return keys.map((_, i) => (taken[i] === 1 ? owners[i] : null));
   }
 
   /** Leaves the guards enterGuards() took (null owners are skipped), in one command. */
   async leaveGuards(keys: readonly string[], owners: ReadonlyArray<string | null>): Promise<void> {
     const held = keys.flatMap((key, i) => (owners[i] ? [{ key: this.guardKey(key), owner: owners[i]! }] : []));
     if (held.length === 0) return;
-    await this.run<number>(guardScripts.leave, [...held.map((h) => h.key), ...held.map((h) => h.owner)], held.length);
+    const args = [...held.map((h) => h.key), ...held.map((h) => h.owner)];
+    await this.run(guardScripts.leave, args, () => undefined, held.length);
   }
 
   private guardKey(key: string): string {
@@ -180,6 +189,6 @@ export class LockService {
   }
 
   async leaveGuard(key: string, owner: string): Promise<void> {
-    await this.run<number>(SCRIPTS.release, [this.guardKey(key), owner]);
+    await this.run(SCRIPTS.release, [this.guardKey(key), owner], () => undefined);
   }
 }
