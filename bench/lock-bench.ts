@@ -6,23 +6,40 @@
  */
 import Redis from 'ioredis';
 import { LockService } from '../src/locks/lock.service';
+import { serviceCpu } from './support';
 
 export interface LockBenchResult {
   concurrency: number;
   lockOpsPerSec: number;
   rawRedisOpsPerSec: number;
   lockRatio: number;
+  /**
+   * CPU µs per acquire+release pair (per SET NX + DEL pair for raw): this process (the client),
+   * and the Redis server (all of it: another user of the same Redis counts too).
+   */
+  clientUsPerPair: { lock: number; raw: number };
+  redisUsPerPair: { lock: number; raw: number };
 }
 
 const ROUNDS = 3;
 const ROUND_MS = 2000;
 
+interface Tally {
+  ops: number;
+  seconds: number;
+  clientUs: number;
+  redisUs: number;
+}
+
 async function timed(
+  redisUrl: string,
   concurrency: number,
   ms: number,
   op: (loop: number) => Promise<void>,
-): Promise<{ ops: number; seconds: number }> {
+): Promise<Tally> {
   let ops = 0;
+  const redisCpu = await serviceCpu(null, redisUrl);
+  const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   const stopAt = Date.now() + ms;
   await Promise.all(
@@ -33,7 +50,10 @@ async function timed(
       }
     }),
   );
-  return { ops, seconds: Number(process.hrtime.bigint() - t0) / 1e9 };
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  const { redisMs } = await redisCpu();
+  return { ops, seconds, clientUs: cpu.user + cpu.system, redisUs: redisMs * 1000 };
 }
 
 export async function measureLocks(redisUrl: string, prefix: string, concurrency: number): Promise<LockBenchResult> {
@@ -54,10 +74,10 @@ export async function measureLocks(redisUrl: string, prefix: string, concurrency
   };
   try {
     // Warm-up: script loading (the first EVALSHA falls back to EVAL), connections, JIT.
-    await timed(concurrency, 300, lockOp);
-    await timed(concurrency, 300, rawOp);
-    const lock = { ops: 0, seconds: 0 };
-    const raw = { ops: 0, seconds: 0 };
+    await timed(redisUrl, concurrency, 300, lockOp);
+    await timed(redisUrl, concurrency, 300, rawOp);
+    const lock: Tally = { ops: 0, seconds: 0, clientUs: 0, redisUs: 0 };
+    const raw: Tally = { ops: 0, seconds: 0, clientUs: 0, redisUs: 0 };
     for (let r = 0; r < ROUNDS; r++) {
       for (const [acc, op] of r % 2
         ? ([
@@ -68,14 +88,23 @@ export async function measureLocks(redisUrl: string, prefix: string, concurrency
             [lock, lockOp],
             [raw, rawOp],
           ] as const)) {
-        const t = await timed(concurrency, ROUND_MS, op);
+        const t = await timed(redisUrl, concurrency, ROUND_MS, op);
         acc.ops += t.ops;
         acc.seconds += t.seconds;
+        acc.clientUs += t.clientUs;
+        acc.redisUs += t.redisUs;
       }
     }
     const lockOpsPerSec = lock.ops / lock.seconds;
     const rawRedisOpsPerSec = raw.ops / raw.seconds;
-    return { concurrency, lockOpsPerSec, rawRedisOpsPerSec, lockRatio: lockOpsPerSec / rawRedisOpsPerSec };
+    return {
+      concurrency,
+      lockOpsPerSec,
+      rawRedisOpsPerSec,
+      lockRatio: lockOpsPerSec / rawRedisOpsPerSec,
+      clientUsPerPair: { lock: lock.clientUs / lock.ops, raw: raw.clientUs / raw.ops },
+      redisUsPerPair: { lock: lock.redisUs / lock.ops, raw: raw.redisUs / raw.ops },
+    };
   } finally {
     await Promise.all([lockRedis.quit(), rawRedis.quit()]);
   }
