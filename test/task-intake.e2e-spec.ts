@@ -1,5 +1,6 @@
 import { getQueueToken } from '@nestjs/bull';
 import type { Queue } from 'bull';
+import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -76,6 +77,7 @@ describe('TaskIntakeService', () => {
     values: {},
   });
   const count = async (sql: string, param: string) => (await db().query(sql, [param])).rows[0].n as number;
+  const queue = () => t.app.get<Queue>(getQueueToken(RUNS_QUEUE));
 
   it.each([
     ['a project seen for the first time', false],
@@ -123,11 +125,39 @@ describe('TaskIntakeService', () => {
         { from_status: null, to_status: 'QUEUED', attempt: 0, fencing_token: '0', reason: 'created and dispatched' },
       ]);
       expect(allTaskDirs()).toEqual([...before, created.taskId].sort());
-      const queue = t.app.get<Queue>(getQueueToken(RUNS_QUEUE));
-      const jobs = await queue.getJobs(['waiting', 'delayed']);
-      expect(jobs.filter((j) => j.data.runId === created.runId)).toHaveLength(1);
+      // The answer does not wait for the job (next test): it follows.
+      const jobsOf = async (runId: string) =>
+        (await queue().getJobs(['waiting', 'delayed'])).filter((j) => j.data.runId === runId);
+      await waitFor(async () => (await jobsOf(created.runId)).length > 0, 10_000, 'the run’s job');
+      expect(await jobsOf(created.runId)).toHaveLength(1);
     },
   );
+
+  it('answers with the committed QUEUED run without waiting for its job, which follows once Redis takes writes again', async () => {
+    const it1 = await itemOf(true);
+    const admin = new Redis(t.config.redis.url);
+    try {
+      // Every write to Redis waits (the producer guard, Bull's add); Postgres and the disk do not.
+      await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+      const t0 = Date.now();
+      const result = await intake.open(it1);
+      const answeredMs = Date.now() - t0;
+      expect(result).toMatchObject({ kind: 'created' });
+      const { runId } = result as { runId: string };
+      expect(await run(runId)).toMatchObject({ status: 'QUEUED' });
+      // Waiting for the enqueue would have taken the rest of the pause.
+      expect(answeredMs).toBeLessThan(1000);
+      await admin.call('CLIENT', 'UNPAUSE');
+      await waitFor(
+        async () => (await queue().getJobs(['waiting', 'delayed'])).some((j) => j.data.runId === runId),
+        10_000,
+        'the run’s job',
+      );
+    } finally {
+      await admin.call('CLIENT', 'UNPAUSE');
+      await admin.quit();
+    }
+  });
 
   it.each([
     ['a project seen for the first time', false],
