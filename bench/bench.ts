@@ -191,10 +191,10 @@ async function main(): Promise<void> {
     let locks: LockBenchResult | undefined;
     if (has('locks')) {
       log(`locks vs raw SET NX + DEL, ${64} in flight`);
-      locks = await measureLocks(base.redis.url, tag, 64);
+      const l = (locks = await measureLocks(base.redis.url, tag, 64));
       const us = (side: 'lock' | 'raw') =>
-        `client ${locks!.clientUsPerPair[side].toFixed(1)} + Redis ${locks!.redisUsPerPair[side].toFixed(1)} µs`;
-      log(`  ratio ${locks.lockRatio.toFixed(2)}; CPU per pair: lock ${us('lock')}, raw ${us('raw')}`);
+        `client ${l.clientUsPerPair[side].toFixed(1)} + Redis ${l.redisUsPerPair[side].toFixed(1)} µs`;
+      log(`  ratio ${l.lockRatio.toFixed(2)}; CPU per pair: lock ${us('lock')}, raw ${us('raw')}`);
     }
 
     let fullPath: FullPathResult | undefined;
