@@ -60,6 +60,23 @@ describe('ShellExecutor: one attempt of a real command', () => {
     expect(lines(over)).toEqual(['unset', String(REQUIREMENT_ENV_MAX_BYTES + 1)]);
   });
 
+  it('removes the attempt directory whatever the command left in it or took from it', async () => {
+    const dirs: string[] = [];
+    for (const command of [
+      'dirname "$RUN_REQUIREMENT_FILE"',
+      'd=$(dirname "$RUN_REQUIREMENT_FILE"); mkdir "$d/sub"; echo x > "$d/sub/f"; echo x > "$d/.rc"; echo "$d"',
+      'rm "$RUN_REQUIREMENT_FILE"; dirname "$RUN_REQUIREMENT_FILE"',
+    ]) {
+      const r = await exec(command);
+      expect(r.outcome).toBe('success');
+      dirs.push(r.outputTail.trim());
+    }
+    for (const d of dirs) {
+      expect(d).toMatch(/onceflow-attempt-/);
+      expect(existsSync(d)).toBe(false);
+    }
+  });
+
   it('gives another user its attempt directory as HOME, and the worker API’s directory first on PATH', async () => {
     const bin = join(dir, 'bin');
     mkdirSync(bin, { recursive: true });

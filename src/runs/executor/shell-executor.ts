@@ -1,4 +1,4 @@
-import { chown, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chown, mkdtemp, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CommandHost, killGroup } from './command-host';
@@ -37,6 +37,22 @@ interface Prepared {
   env: NodeJS.ProcessEnv;
   /** The attempt's private directory (requirement file; HOME when the command runs as another user). */
   dir: string;
+  requirementFile: string;
+}
+
+/**
+ * The attempt's directory goes with the attempt. Usually it holds the requirement file and nothing
+ * else: an unlink and an rmdir, where a recursive rm walks it (lstat, readdir, lstat, unlink, rmdir)
+ * through the thread pool on every run. Anything else there (the command's files in its HOME, or
+ * the file removed by the command) takes the walk.
+ */
+async function removeAttemptDir({ dir, requirementFile }: Prepared): Promise<void> {
+  try {
+    await unlink(requirementFile);
+    await rmdir(dir);
+  } catch {
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
 }
 
 export class ShellExecutor implements RunExecutor {
@@ -74,18 +90,24 @@ export class ShellExecutor implements RunExecutor {
     try {
       return await this.run(req, signal, prepared, started);
     } finally {
-      await rm(prepared.dir, { recursive: true, force: true }).catch(() => undefined);
+      await removeAttemptDir(prepared);
     }
   }
 
   /** The workspace (owned by the run's user), the requirement file, and the command's environment. */
   private async prepare(req: ExecutionRequest): Promise<Prepared> {
     const owner = this.identity.kind === 'user' ? this.identity : undefined;
-    await ensureWorkspace(this.workspaceRoot, req.workspace, owner);
+    await ensureWorkspace(this.workspaceRoot, req.workspace, owner, true);
     const dir = await mkdtemp(join(tmpdir(), 'onceflow-attempt-'));
     const requirementFile = join(dir, 'requirement.txt');
-    await writeFile(requirementFile, req.requirement, { mode: 0o600 });
-    if (owner) for (const path of [dir, requirementFile]) await chown(path, owner.uid, owner.gid);
+    try {
+      await writeFile(requirementFile, req.requirement, { mode: 0o600 });
+      if (owner) for (const path of [dir, requirementFile]) await chown(path, owner.uid, owner.gid);
+    } catch (err) {
+      // A full disk must not also leave a directory behind per failed attempt.
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
     const env: NodeJS.ProcessEnv = { ...this.baseEnv };
     // The worker's HOME is no place for another user's files (and may hold the worker's own).
     if (this.identity.kind === 'user') env.HOME = dir;
@@ -103,7 +125,7 @@ export class ShellExecutor implements RunExecutor {
     });
     if (Buffer.byteLength(req.requirement) <= REQUIREMENT_ENV_MAX_BYTES) env.RUN_REQUIREMENT = req.requirement;
     if (req.runApi) env.PATH = env.PATH ? `${req.runApi.binDir}:${env.PATH}` : req.runApi.binDir;
-    return { env, dir };
+    return { env, dir, requirementFile };
   }
 
   private async run(

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureWorkspace } from './workspace-guard';
@@ -56,6 +56,39 @@ describe('ensureWorkspace', () => {
     await expect(ensureWorkspace(root, root)).rejects.toThrow(/not inside WORKSPACE_ROOT/);
     await expect(ensureWorkspace(root, outside)).rejects.toThrow(/not inside WORKSPACE_ROOT/);
     await expect(ensureWorkspace(root, join(root, '..', 'outside', 'x'))).rejects.toThrow(/not inside WORKSPACE_ROOT/);
+  });
+
+  describe('for a workspace that likely exists (a run\'s)', () => {
+    it('accepts it as it is, creates it when it is missing, and gives it to the run user', async () => {
+      const ws = join(root, 'p1', 'tasks', 'e1');
+      await ensureWorkspace(root, ws, { uid: 65534, gid: 65534 }, true);
+      expect(statSync(ws)).toMatchObject({ uid: 65534, gid: 65534 });
+      await ensureWorkspace(root, ws, { uid: 65533, gid: 65533 }, true);
+      expect(statSync(ws)).toMatchObject({ uid: 65533, gid: 65533 });
+      expect(statSync(join(root, 'p1', 'tasks')).uid).toBe(process.geteuid!());
+    });
+
+    it('refuses a workspace that is itself a symlink, or is reached through one, and chowns nothing', async () => {
+      symlinkSync(outside, join(root, 'p1', 'tasks', 'e2'));
+      await expect(
+        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e2'), { uid: 65534, gid: 65534 }, true),
+      ).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+      mkdirSync(join(outside, 'e3'));
+      rmSync(join(root, 'p1', 'tasks'), { recursive: true });
+      symlinkSync(outside, join(root, 'p1', 'tasks'));
+      await expect(
+        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e3'), { uid: 65534, gid: 65534 }, true),
+      ).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
+      expect(statSync(join(outside, 'e3')).uid).toBe(process.geteuid!());
+      expect(statSync(outside).uid).toBe(process.geteuid!());
+    });
+
+    it('refuses a file where the workspace should be', async () => {
+      writeFileSync(join(root, 'p1', 'tasks', 'e4'), 'not a directory');
+      await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 'e4'), undefined, true)).rejects.toThrow(
+        /workspace .*e4/,
+      );
+    });
   });
 
   it('accepts a root that is itself reached through a symlink', async () => {

@@ -36,6 +36,7 @@ export async function ensureWorkspace(
   root: string,
   workspace: string,
   owner?: { uid: number; gid: number },
+  likelyExists = false,
 ): Promise<void> {
   const rel = relative(root, workspace);
   if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
@@ -44,6 +45,18 @@ export async function ensureWorkspace(
   const expected = join(await resolvedRoot(root), rel);
   const escapes = (real: string) =>
     new Error(`workspace ${workspace} resolves to ${real}: a symlink below WORKSPACE_ROOT`);
+  // A run's workspace usually exists (the project's, or the task's made at intake): one call
+  // instead of three. The trailing `/.` makes a file there fail (ENOTDIR) as mkdir would; a
+  // workspace that resolves anywhere but where it should goes through a symlink below the root.
+  // Missing (or not a directory): the full way below, which creates it or says why not.
+  if (likelyExists) {
+    const real = await realpath(`${workspace}${sep}.`).catch(() => undefined);
+    if (real !== undefined && real !== expected) throw escapes(real);
+    if (real === expected) {
+      if (owner) await lchown(workspace, owner.uid, owner.gid);
+      return;
+    }
+  }
   const parent = await canonicalPath(dirname(join(root, rel))).catch((err: Error) => {
     throw new Error(`workspace ${workspace}: ${err.message}`);
   });
