@@ -58,7 +58,7 @@ describe('ensureWorkspace', () => {
     await expect(ensureWorkspace(root, join(root, '..', 'outside', 'x'))).rejects.toThrow(/not inside WORKSPACE_ROOT/);
   });
 
-  describe('for a workspace that likely exists (a run\'s)', () => {
+  describe("for a workspace that likely exists (a run's)", () => {
     it('accepts it as it is, creates it when it is missing, and gives it to the run user', async () => {
       const ws = join(root, 'p1', 'tasks', 'e1');
       await ensureWorkspace(root, ws, { uid: 65534, gid: 65534 }, true);
