@@ -222,7 +222,7 @@ async function main(): Promise<void> {
       );
       const { cpuMsPerRun: cpu, workerLoopDelayMs: lag } = fullPath;
       log(
-        `  CPU ms per run: api ${cpu.api?.toFixed(2) ?? '—'}, worker ${cpu.worker?.toFixed(2) ?? '—'}; worker event-loop delay p99 ${lag?.p99.toFixed(1) ?? '—'} ms, max ${lag?.max.toFixed(1) ?? '—'} ms`,
+        `  CPU ms per run: api ${cpu.api?.toFixed(2) ?? '—'}, worker ${cpu.worker?.toFixed(2) ?? '—'}, its command host ${cpu.host?.toFixed(2) ?? '—'}; worker event-loop delay p99 ${lag?.p99.toFixed(1) ?? '—'} ms, max ${lag?.max.toFixed(1) ?? '—'} ms`,
       );
       await forking('after');
     }

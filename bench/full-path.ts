@@ -6,6 +6,7 @@
  * outbox row. Compared with bare Bull whose processor forks the same `sh -c true` (bare-bull.ts
  * with fork on), at the same concurrency. The clock stops at the last run's finished_at.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { Client } from 'pg';
 import { cpuMs, pool, sleep, startApp } from './support';
@@ -17,7 +18,8 @@ export interface FullPathResult {
   /** Runs not SUCCESS at the end, and runs that started more than one attempt. */
   notSucceeded: number;
   duplicatesExecuted: number;
-  cpuMsPerRun: { api: number | null; worker: number | null };
+  /** The worker process alone, and its command host (its forks of the commands in it) apart. */
+  cpuMsPerRun: { api: number | null; worker: number | null; host: number | null };
   /**
    * The worker's event-loop delay over the phase (prom-client's monitorEventLoopDelay, which each
    * scrape resets): how long a due timer — a lock heartbeat among them — waited, in ms.
@@ -37,6 +39,22 @@ async function loopDelayMs(port: number): Promise<{ p99: number; max: number } |
   };
   const out = { p99: read('p99'), max: read('max') };
   return Number.isFinite(out.p99) && Number.isFinite(out.max) ? out : null;
+}
+
+/** The pid of the worker's command host (`onceflow-host`, a child of the worker), from /proc. */
+function hostPid(workerPid: number | undefined): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (comm === 'onceflow-host' && ppid === workerPid) return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
 }
 
 function call(
@@ -102,6 +120,8 @@ export async function measureFullPath(
     const ids: string[] = [];
     const api0 = cpuMs(api.child.pid);
     const worker0 = cpuMs(worker.child.pid);
+    const host = hostPid(worker.child.pid);
+    const host0 = cpuMs(host);
     await loopDelayMs(worker.port); // resets the worker's histogram: from here on
     const t0 = Date.now();
     await pool(runs, producers, async (i) => {
@@ -132,6 +152,7 @@ export async function measureFullPath(
     const workerLoopDelayMs = await loopDelayMs(worker.port);
     const api1 = cpuMs(api.child.pid);
     const worker1 = cpuMs(worker.child.pid);
+    const host1 = cpuMs(host);
     return {
       runs,
       seconds,
@@ -141,6 +162,7 @@ export async function measureFullPath(
       cpuMsPerRun: {
         api: api0 === null || api1 === null ? null : (api1 - api0) / runs,
         worker: worker0 === null || worker1 === null ? null : (worker1 - worker0) / runs,
+        host: host0 === null || host1 === null ? null : (host1 - host0) / runs,
       },
       workerLoopDelayMs,
     };
