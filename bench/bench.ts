@@ -113,12 +113,18 @@ async function main(): Promise<void> {
     const host = await machine(withDatabase(base.database.url, 'postgres'), base.redis.url);
     await prepareDatabase(databaseUrl);
 
-    let bare: BareBullResult | undefined;
+    // Bare Bull before and after the guarded phases (and the peer around them), as the peer: the
+    // guard ratio is against the mean, so a machine that slows down in between does not skew it.
+    const bare: BareBullResult[] = [];
+    const bareNoop = async (when: string) => {
+      log(`bare Bull (${when}): ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
+      const b = await measureBareBull(config, bareJobs, producers);
+      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s`);
+      bare.push(b);
+    };
     let bareLocked: BareBullResult | undefined;
     if (has('bare')) {
-      log(`bare Bull: ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
-      bare = await measureBareBull(config, bareJobs, producers);
-      log(`  ${bare.jobsPerSec.toFixed(0)} jobs/s`);
+      await bareNoop('before');
       // The rung between bare Bull and a guarded run: the same jobs, each under its run lock.
       log(`bare Bull + run lock: ${bareJobs} jobs, each taking and releasing its run lock`);
       bareLocked = await measureBareBull(config, bareJobs, producers, 'lock');
@@ -187,6 +193,7 @@ async function main(): Promise<void> {
       app = undefined;
     }
     if (has('graphile')) await peer('after');
+    if (has('bare') && has('guarded')) await bareNoop('after');
 
     let locks: LockBenchResult | undefined;
     if (has('locks')) {
