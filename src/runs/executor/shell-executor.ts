@@ -43,10 +43,10 @@ interface Prepared {
 /**
  * The attempt's directory goes with the attempt. Usually it holds the requirement file and nothing
  * else: an unlink and an rmdir, where a recursive rm walks it (lstat, readdir, lstat, unlink, rmdir)
- * through the thread pool on every run. Anything else there (the command's files in its HOME, or
- * the file removed by the command) takes the walk.
+ * through the thread pool on every run. Anything else there (the command's files in its HOME, the
+ * file removed by the command, or never written) takes the walk.
  */
-async function removeAttemptDir({ dir, requirementFile }: Prepared): Promise<void> {
+async function removeAttemptDir(dir: string, requirementFile: string): Promise<void> {
   try {
     await unlink(requirementFile);
     await rmdir(dir);
@@ -90,14 +90,14 @@ export class ShellExecutor implements RunExecutor {
     try {
       return await this.run(req, signal, prepared, started);
     } finally {
-      await removeAttemptDir(prepared);
+      await removeAttemptDir(prepared.dir, prepared.requirementFile);
     }
   }
 
   /** The workspace (owned by the run's user), the requirement file, and the command's environment. */
   private async prepare(req: ExecutionRequest): Promise<Prepared> {
     const owner = this.identity.kind === 'user' ? this.identity : undefined;
-    await ensureWorkspace(this.workspaceRoot, req.workspace, owner, true);
+    await ensureWorkspace(this.workspaceRoot, req.workspace, owner, { likelyExists: true });
     const dir = await mkdtemp(join(tmpdir(), 'onceflow-attempt-'));
     const requirementFile = join(dir, 'requirement.txt');
     try {
@@ -105,7 +105,7 @@ export class ShellExecutor implements RunExecutor {
       if (owner) for (const path of [dir, requirementFile]) await chown(path, owner.uid, owner.gid);
     } catch (err) {
       // A full disk must not also leave a directory behind per failed attempt.
-      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      await removeAttemptDir(dir, requirementFile);
       throw err;
     }
     const env: NodeJS.ProcessEnv = { ...this.baseEnv };

@@ -61,9 +61,9 @@ describe('ensureWorkspace', () => {
   describe("for a workspace that likely exists (a run's)", () => {
     it('accepts it as it is, creates it when it is missing, and gives it to the run user', async () => {
       const ws = join(root, 'p1', 'tasks', 'e1');
-      await ensureWorkspace(root, ws, { uid: 65534, gid: 65534 }, true);
+      await ensureWorkspace(root, ws, { uid: 65534, gid: 65534 }, { likelyExists: true });
       expect(statSync(ws)).toMatchObject({ uid: 65534, gid: 65534 });
-      await ensureWorkspace(root, ws, { uid: 65533, gid: 65533 }, true);
+      await ensureWorkspace(root, ws, { uid: 65533, gid: 65533 }, { likelyExists: true });
       expect(statSync(ws)).toMatchObject({ uid: 65533, gid: 65533 });
       expect(statSync(join(root, 'p1', 'tasks')).uid).toBe(process.geteuid!());
     });
@@ -71,13 +71,13 @@ describe('ensureWorkspace', () => {
     it('refuses a workspace that is itself a symlink, or is reached through one, and chowns nothing', async () => {
       symlinkSync(outside, join(root, 'p1', 'tasks', 'e2'));
       await expect(
-        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e2'), { uid: 65534, gid: 65534 }, true),
+        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e2'), { uid: 65534, gid: 65534 }, { likelyExists: true }),
       ).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
       mkdirSync(join(outside, 'e3'));
       rmSync(join(root, 'p1', 'tasks'), { recursive: true });
       symlinkSync(outside, join(root, 'p1', 'tasks'));
       await expect(
-        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e3'), { uid: 65534, gid: 65534 }, true),
+        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e3'), { uid: 65534, gid: 65534 }, { likelyExists: true }),
       ).rejects.toThrow(/symlink below WORKSPACE_ROOT/);
       expect(statSync(join(outside, 'e3')).uid).toBe(process.geteuid!());
       expect(statSync(outside).uid).toBe(process.geteuid!());
@@ -85,9 +85,9 @@ describe('ensureWorkspace', () => {
 
     it('refuses a file where the workspace should be', async () => {
       writeFileSync(join(root, 'p1', 'tasks', 'e4'), 'not a directory');
-      await expect(ensureWorkspace(root, join(root, 'p1', 'tasks', 'e4'), undefined, true)).rejects.toThrow(
-        /workspace .*e4/,
-      );
+      await expect(
+        ensureWorkspace(root, join(root, 'p1', 'tasks', 'e4'), undefined, { likelyExists: true }),
+      ).rejects.toThrow(/workspace .*e4/);
     });
   });
 

@@ -36,7 +36,7 @@ export async function ensureWorkspace(
   root: string,
   workspace: string,
   owner?: { uid: number; gid: number },
-  likelyExists = false,
+  { likelyExists = false }: { likelyExists?: boolean } = {},
 ): Promise<void> {
   const rel = relative(root, workspace);
   if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
