@@ -71,6 +71,16 @@ describe('dispatch batches (group commit)', () => {
     for (const [i, id] of ids.entries()) await expectQueuedOnce(id, outcomes[i]);
   });
 
+  it('Redis lost its scripts under an open connection (SCRIPT FLUSH): every dispatch of the batch still gets its job', async () => {
+    const project = await insertProject(50);
+    const [first, ...ids] = await pending(project.id, 13);
+    // One batch before: this connection has sent the add script, so a MULTI no longer carries it.
+    await expectQueuedOnce(first, (await dispatchAll([first]))[0]);
+    await queue.client.script('FLUSH');
+    const outcomes = await dispatchAll(ids);
+    for (const [i, id] of ids.entries()) await expectQueuedOnce(id, outcomes[i]);
+  });
+
   it('a mixed batch: each caller gets the answer its dispatch alone would get, the others are queued', async () => {
     const project = await insertProject(50);
     const [a, b, c] = await pending(project.id, 3);

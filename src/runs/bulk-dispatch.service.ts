@@ -73,7 +73,21 @@ export class BulkDispatchService {
   private async enqueue(jobs: RunJobData[], jobIds: Map<string, string>): Promise<void> {
     if (jobs.length === 0) return;
     try {
-      await this.queue.addBulk(jobs.map((data) => ({ data, opts: { jobId: jobIds.get(data.runId) } })));
+      const added = await this.queue.addBulk(jobs.map((data) => ({ data, opts: { jobId: jobIds.get(data.runId) } })));
+      // Bull's addBulk is one MULTI and does not read the answer of each add in it: an add refused
+      // there comes back without an id and no error, its job never written. NOSCRIPT does that to
+      // every add of the batch when Redis lost its script cache while this connection stayed open
+      // (SCRIPT FLUSH, a failover behind a proxy): ioredis sends a script in a MULTI only the first
+      // time on a connection. Those jobs are added one by one: a single add answers NOSCRIPT with
+      // the script itself, and fails loudly otherwise.
+      const missed = jobs.filter((_, i) => !added[i]?.id);
+      if (missed.length > 0) {
+        this.logger.warn({
+          msg: 'bulk enqueue refused some adds; adding them one by one',
+          runIds: missed.map((j) => j.runId),
+        });
+        await Promise.all(missed.map((data) => this.queue.add(data, { jobId: jobIds.get(data.runId) })));
+      }
     } catch (err) {
       // QUEUED in Postgres is the promise; the reconciler re-enqueues runs that have no job.
       this.logger.error({
