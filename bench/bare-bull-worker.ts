@@ -15,7 +15,7 @@ import Bull from 'bull';
 import Redis from 'ioredis';
 import { spawn } from 'node:child_process';
 import { loadConfig } from '../src/config/app-config';
-import { LockService } from '../src/locks/lock.service';
+import { LOCK_REDIS_OPTIONS, LockService } from '../src/locks/lock.service';
 import { queueOptions } from '../src/queues/queue-settings';
 import type { RunJobData } from '../src/queues/queue-names';
 
@@ -33,10 +33,7 @@ const forkTrue = () =>
     child.once('error', reject);
     child.once('exit', () => resolve());
   });
-const lockClient =
-  process.env.BARE_MODE === 'lock'
-    ? new Redis(config.redis.url, { maxRetriesPerRequest: 3, enableAutoPipelining: true })
-    : null;
+const lockClient = process.env.BARE_MODE === 'lock' ? new Redis(config.redis.url, LOCK_REDIS_OPTIONS) : null;
 const locks = lockClient && new LockService(lockClient, `${config.redis.prefix}:barelock`, 'bare');
 const runLocked = async (job: Bull.Job<RunJobData>) => {
   const handle = await locks!.acquire(`run:${job.data.runId}`, config.runs.lockTtlMs);

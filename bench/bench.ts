@@ -201,6 +201,10 @@ async function main(): Promise<void> {
       const l = (locks = await measureLocks(base.redis.url, tag, 64));
       const us = (side: 'lock' | 'raw') =>
         `client ${l.clientUsPerPair[side].toFixed(1)} + Redis ${l.redisUsPerPair[side].toFixed(1)} µs`;
+      const raw = l.rawOpsPerSecByClient;
+      log(
+        `  ${l.lockOpsPerSec.toFixed(0)} pairs/s; raw ${raw.plain.toFixed(0)} plain, ${raw.autoPipelined.toFixed(0)} auto-pipelined`,
+      );
       log(`  ratio ${l.lockRatio.toFixed(2)}; CPU per pair: lock ${us('lock')}, raw ${us('raw')}`);
     }
 

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { Heartbeat, LockLostError } from '../src/locks/heartbeat';
-import { LockService } from '../src/locks/lock.service';
+import { LOCK_REDIS_OPTIONS, LockService } from '../src/locks/lock.service';
 import { waitFor } from './support/app';
 import { testRedisUrl, uniquePrefix } from './support/env';
 
@@ -120,6 +120,39 @@ describe('LockService (real Redis)', () => {
     for (const [c, owners] of calls.entries()) await (c % 2 ? other : locks).leaveGuards(keys, owners);
     expect((await other.enterGuards(keys, 5000)).every((o) => o !== null)).toBe(true);
     expect(await locks.enterGuards([], 5000)).toEqual([]);
+  });
+});
+
+describe('LockService on the app’s client (real Redis)', () => {
+  let redis: Redis;
+  let locks: LockService;
+
+  beforeEach(async () => {
+    redis = new Redis(testRedisUrl(), LOCK_REDIS_OPTIONS);
+    locks = new LockService(redis, uniquePrefix('lockwrites'), 'w');
+    await redis.ping();
+  });
+  afterEach(() => redis.quit().catch(() => redis.disconnect()));
+
+  it('sends the lock operations of one turn of the event loop in one write', async () => {
+    // Scripts cached first (another test may have flushed them: a NOSCRIPT answer sends them again).
+    await locks.release((await locks.acquire('one-write-warm', 5000))!);
+    const socket = redis.stream as unknown as { _write: () => void; _writev: () => void };
+    const writes = [jest.spyOn(socket, '_write'), jest.spyOn(socket, '_writev')];
+    const handles = await Promise.all(Array.from({ length: 40 }, (_, i) => locks.acquire(`one-write-${i}`, 5000)));
+    expect(handles.every((h) => h !== null)).toBe(true);
+    expect(writes.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBe(1);
+    const released = await Promise.all(handles.map((h) => locks.release(h!)));
+    expect(released.every(Boolean)).toBe(true);
+    expect(writes.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBe(2);
+  });
+
+  it('loses none of a batch still held back when the connection drops: each is sent again, and runs once', async () => {
+    const pending = Array.from({ length: 20 }, (_, i) => locks.acquire(`dropped-${i}`, 5000));
+    redis.stream.destroy(); // still corked: nothing of the batch has been written
+    const handles = await Promise.all(pending);
+    expect(handles.every((h) => h !== null && h.token === 1)).toBe(true);
+    expect(await Promise.all(handles.map((h) => locks.release(h!)))).toEqual(handles.map(() => true));
   });
 });
 

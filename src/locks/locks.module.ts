@@ -4,7 +4,7 @@ import Redis from 'ioredis';
 import { hostname } from 'node:os';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
-import { LockService } from './lock.service';
+import { LOCK_REDIS_OPTIONS, LockService } from './lock.service';
 import { LOCK_SERVICE, REDIS_CLIENT } from './locks.tokens';
 import { ProcessorGuardCheck } from './processor-guard.check';
 import { TaskLockService } from './task-lock.service';
@@ -20,8 +20,7 @@ export const WORKER_ID = Symbol('WORKER_ID');
     {
       provide: REDIS_CLIENT,
       inject: [APP_CONFIG],
-      useFactory: (config: AppConfig) =>
-        new Redis(config.redis.url, { maxRetriesPerRequest: 3, enableAutoPipelining: true }),
+      useFactory: (config: AppConfig) => new Redis(config.redis.url, LOCK_REDIS_OPTIONS),
     },
     {
       provide: LOCK_SERVICE,
