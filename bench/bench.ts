@@ -13,7 +13,8 @@
  * the open loop, default 500), BENCH_OPEN_SECONDS (its measured window, default 10), BENCH_OPEN_WARMUP
  * (seconds sent before that window, default 5; 0 measures from the first), BENCH_OPEN_TRACE (1: print
  * the open loop's timeline, bench/open-loop-trace.ts), BENCH_WORKER_PROFILE_DIR (V8 CPU
- * profiles of the worker processes, the full path's included), BENCH_DISPATCH_RUNS (runs dispatched
+ * profiles of the worker processes, the full path's included), BENCH_FULL_TIMELINE (1: print the
+ * full path's runs created / started / finished per half second), BENCH_DISPATCH_RUNS (runs dispatched
  * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
  * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
  * would be by a later phase's workers.
@@ -227,6 +228,7 @@ async function main(): Promise<void> {
         fullRuns,
         producers,
         profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+        process.env.BENCH_FULL_TIMELINE === '1',
       );
       log(
         `  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,

@@ -97,6 +97,7 @@ export async function measureFullPath(
   runs: number,
   producers: number,
   workerNodeArgs: string[] = [],
+  timeline = false,
 ): Promise<FullPathResult> {
   const shellEnv = { ...env, RUN_EXECUTOR: 'shell', ORCHESTRATOR_COMMAND: 'true', RUN_AS_USER: 'same' };
   const api = await startApp({ ...shellEnv, APP_ROLE: 'api' });
@@ -149,6 +150,7 @@ export async function measureFullPath(
       [ids],
     );
     const seconds = (Number(rows[0].last) - t0) / 1000;
+    if (timeline) await printTimeline(pg, ids, t0);
     const workerLoopDelayMs = await loopDelayMs(worker.port);
     const api1 = cpuMs(api.child.pid);
     const worker1 = cpuMs(worker.child.pid);
@@ -171,4 +173,21 @@ export async function measureFullPath(
     await pg.end().catch(() => undefined);
     await Promise.all([api.stop(), worker.stop()]);
   }
+}
+
+/**
+ * BENCH_FULL_TIMELINE: runs created, started and finished per half second of the measured window,
+ * from the runs' own timestamps: whether the worker keeps up with the API or waits for it.
+ */
+async function printTimeline(pg: Client, ids: string[], t0: number): Promise<void> {
+  const { rows } = await pg.query<{ b: number; created: number; started: number; finished: number }>(
+    `SELECT b, sum(created)::int AS created, sum(started)::int AS started, sum(finished)::int AS finished FROM (
+       SELECT floor((EXTRACT(EPOCH FROM created_at) * 1000 - $2) / 500)::int AS b, 1 AS created, 0 AS started, 0 AS finished FROM runs WHERE id = ANY($1)
+       UNION ALL SELECT floor((EXTRACT(EPOCH FROM started_at) * 1000 - $2) / 500)::int, 0, 1, 0 FROM runs WHERE id = ANY($1)
+       UNION ALL SELECT floor((EXTRACT(EPOCH FROM finished_at) * 1000 - $2) / 500)::int, 0, 0, 1 FROM runs WHERE id = ANY($1)
+     ) t GROUP BY b ORDER BY b`,
+    [ids, t0],
+  );
+  for (const r of rows)
+    console.log(`  t=${(r.b * 0.5).toFixed(1)}s created ${r.created} started ${r.started} finished ${r.finished}`);
 }
