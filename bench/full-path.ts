@@ -181,11 +181,14 @@ export async function measureFullPath(
  */
 async function printTimeline(pg: Client, ids: string[], t0: number): Promise<void> {
   const { rows } = await pg.query<{ b: number; created: number; started: number; finished: number }>(
-    `SELECT b, sum(created)::int AS created, sum(started)::int AS started, sum(finished)::int AS finished FROM (
-       SELECT floor((EXTRACT(EPOCH FROM created_at) * 1000 - $2) / 500)::int AS b, 1 AS created, 0 AS started, 0 AS finished FROM runs WHERE id = ANY($1)
-       UNION ALL SELECT floor((EXTRACT(EPOCH FROM started_at) * 1000 - $2) / 500)::int, 0, 1, 0 FROM runs WHERE id = ANY($1)
-       UNION ALL SELECT floor((EXTRACT(EPOCH FROM finished_at) * 1000 - $2) / 500)::int, 0, 0, 1 FROM runs WHERE id = ANY($1)
-     ) t GROUP BY b ORDER BY b`,
+    `SELECT floor((EXTRACT(EPOCH FROM e.at) * 1000 - $2) / 500)::int AS b,
+            count(*) FILTER (WHERE e.what = 'created')::int AS created,
+            count(*) FILTER (WHERE e.what = 'started')::int AS started,
+            count(*) FILTER (WHERE e.what = 'finished')::int AS finished
+       FROM runs r
+       CROSS JOIN LATERAL (VALUES ('created', r.created_at), ('started', r.started_at), ('finished', r.finished_at)) e(what, at)
+      WHERE r.id = ANY($1) AND e.at IS NOT NULL
+      GROUP BY 1 ORDER BY 1`,
     [ids, t0],
   );
   for (const r of rows)
