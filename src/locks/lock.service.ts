@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import Redis, { RedisOptions } from 'ioredis';
+import { TurnCork } from '../common/turn-cork';
 
 /**
  * The lock client's options, for the app and the bench alike. No auto-pipelining: ioredis keeps
@@ -95,13 +96,20 @@ export class LockService {
   /** Owners are unique, not secret: a random per-process nonce plus a counter (no crypto per lock). */
   private readonly nonce = randomBytes(6).toString('hex');
   private seq = 0;
-  private corked = false;
+  /**
+   * The lock operations asked for in one turn of the event loop leave in one write, without
+   * waiting for the replies of the previous write (auto-pipelining would wait, see
+   * LOCK_REDIS_OPTIONS): Redis reads them in one read, and the client and Redis work side by side.
+   */
+  private readonly cork: TurnCork;
 
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly ownerPrefix: string,
-  ) {}
+  ) {
+    this.cork = new TurnCork(redis);
+  }
 
   /**
    * Runs a script by its hash, its reply mapped by `map`; on NOSCRIPT (a restarted or flushed
@@ -114,26 +122,10 @@ export class LockService {
     map: (reply: R) => T,
     keys = script.keys,
   ): Promise<T> {
-    this.corkUntilNextTick();
+    this.cork.hold();
     return (this.redis.evalsha(script.sha, keys, ...args) as Promise<R>).then(map, (err: unknown) => {
       if (!String((err as Error)?.message).startsWith('NOSCRIPT')) throw err;
       return (this.redis.eval(script.lua, keys, ...args) as Promise<R>).then(map);
-    });
-  }
-
-  /**
-   * The lock operations asked for in one turn of the event loop leave in one write, without
-   * waiting for the replies of the previous write (auto-pipelining would wait, see
-   * LOCK_REDIS_OPTIONS): Redis reads them in one read, and the client and Redis work side by side.
-   */
-  private corkUntilNextTick(): void {
-    if (this.corked || this.redis.status !== 'ready') return;
-    const stream = this.redis.stream;
-    stream.cork();
-    this.corked = true;
-    process.nextTick(() => {
-      this.corked = false;
-      stream.uncork();
     });
   }
 

@@ -1,9 +1,26 @@
-import { BullModule } from '@nestjs/bull';
+import { BullModule, getQueueToken } from '@nestjs/bull';
 import { Global, Module } from '@nestjs/common';
+import type { Queue } from 'bull';
+import { corkEachTurn } from '../common/turn-cork';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { ALL_QUEUES } from './queue-names';
 import { queueOptions } from './queue-settings';
+
+/**
+ * Each queue's command client holds its writes for the turn: a worker finishing a group-committed
+ * batch of runs sends one `moveToFinished` per job in the same turn, and they leave in one write
+ * instead of a system call each (docs/benchmarks.md, "One write per turn for Bull, no async hooks
+ * in a worker"). Its blocking and subscriber connections are left alone.
+ */
+const QUEUE_WRITES_CORKED = {
+  provide: Symbol('QUEUE_WRITES_CORKED'),
+  inject: ALL_QUEUES.map((name) => getQueueToken(name)),
+  useFactory: (...queues: Queue[]) => {
+    for (const queue of queues) corkEachTurn(queue.client);
+    return true;
+  },
+};
 
 @Global()
 @Module({
@@ -11,6 +28,7 @@ import { queueOptions } from './queue-settings';
     BullModule.forRootAsync({ inject: [APP_CONFIG], useFactory: (config: AppConfig) => queueOptions(config) }),
     ...ALL_QUEUES.map((name) => BullModule.registerQueue({ name })),
   ],
+  providers: [QUEUE_WRITES_CORKED],
   exports: [BullModule],
 })
 export class QueuesModule {}
