@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { Params } from 'nestjs-pino';
-import type { AppConfig } from '../config/app-config';
+import { AppConfig, roleServesApi } from '../config/app-config';
 
 /** Paths pino replaces with "[redacted]": credentials, signatures and secrets never reach a log. */
 export const REDACT_PATHS = [
@@ -26,6 +26,12 @@ export const REDACT_PATHS = [
 
 export function loggerParams(config: AppConfig): Params {
   return {
+    // A role without the API serves only /health and /metrics, whose requests are not logged. Bound
+    // there, the request logger would switch on its AsyncLocalStorage at the first probe or scrape,
+    // and from then on every promise of the process pays Node's async hooks (an await ~3.5 × as
+    // dear; a worker awaits hundreds per run): docs/benchmarks.md, "One write per turn for Bull, no
+    // async hooks in a worker".
+    ...(roleServesApi(config.role) ? {} : { forRoutes: [] }),
     pinoHttp: {
       level: config.logLevel,
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
