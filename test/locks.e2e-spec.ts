@@ -1,8 +1,10 @@
 import Redis from 'ioredis';
+import { COMMANDS_PER_WRITE } from '../src/common/turn-cork';
 import { Heartbeat, LockLostError } from '../src/locks/heartbeat';
 import { LOCK_REDIS_OPTIONS, LockService } from '../src/locks/lock.service';
 import { waitFor } from './support/app';
 import { testRedisUrl, uniquePrefix } from './support/env';
+import { watchWrites } from './support/socket-writes';
 
 /** LockService and Heartbeat against the real Redis. */
 describe('LockService (real Redis)', () => {
@@ -134,22 +136,30 @@ describe('LockService on the app’s client (real Redis)', () => {
   });
   afterEach(() => redis.quit().catch(() => redis.disconnect()));
 
-  it('sends the lock operations of one turn of the event loop in one write', async () => {
+  it('sends the lock operations of one turn of the event loop in writes of at most 16, each operation once', async () => {
     // Scripts cached first (another test may have flushed them: a NOSCRIPT answer sends them again).
     await locks.release((await locks.acquire('one-write-warm', 5000))!);
-    const socket = redis.stream as unknown as { _write: () => void; _writev: () => void };
-    const writes = [jest.spyOn(socket, '_write'), jest.spyOn(socket, '_writev')];
-    const handles = await Promise.all(Array.from({ length: 40 }, (_, i) => locks.acquire(`one-write-${i}`, 5000)));
-    expect(handles.every((h) => h !== null)).toBe(true);
-    expect(writes.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBe(1);
-    const released = await Promise.all(handles.map((h) => locks.release(h!)));
-    expect(released.every(Boolean)).toBe(true);
-    expect(writes.reduce((n, spy) => n + spy.mock.calls.length, 0)).toBe(2);
+    const watch = watchWrites(redis.stream);
+    try {
+      const few = await Promise.all(Array.from({ length: 10 }, (_, i) => locks.acquire(`few-${i}`, 5000)));
+      expect(few.every((h) => h !== null)).toBe(true);
+      expect(watch.commandsPerWrite).toEqual([10]);
+      const handles = await Promise.all(Array.from({ length: 40 }, (_, i) => locks.acquire(`one-write-${i}`, 5000)));
+      expect(handles.every((h) => h?.token === 1)).toBe(true);
+      // The first 16 leave while the rest are still being asked for: Redis starts on them.
+      expect(watch.commandsPerWrite).toEqual([10, COMMANDS_PER_WRITE, COMMANDS_PER_WRITE, 8]);
+      const released = await Promise.all([...few, ...handles].map((h) => locks.release(h!)));
+      expect(released.every(Boolean)).toBe(true);
+      expect(watch.commandsPerWrite.slice(4)).toEqual([COMMANDS_PER_WRITE, COMMANDS_PER_WRITE, COMMANDS_PER_WRITE, 2]);
+    } finally {
+      watch.stop();
+    }
   });
 
   it('loses none of a batch still held back when the connection drops: each is sent again, and runs once', async () => {
-    const pending = Array.from({ length: 20 }, (_, i) => locks.acquire(`dropped-${i}`, 5000));
-    redis.stream.destroy(); // still corked: nothing of the batch has been written
+    // Fewer than a write's worth: all still held back, none of them written.
+    const pending = Array.from({ length: COMMANDS_PER_WRITE - 1 }, (_, i) => locks.acquire(`dropped-${i}`, 5000));
+    redis.stream.destroy();
     const handles = await Promise.all(pending);
     expect(handles.every((h) => h !== null && h.token === 1)).toBe(true);
     expect(await Promise.all(handles.map((h) => locks.release(h!)))).toEqual(handles.map(() => true));

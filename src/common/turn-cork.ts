@@ -7,28 +7,50 @@ export interface CorkableClient {
 }
 
 /**
+ * Commands per write at most. A turn that asks for more sends them in writes of this many, so
+ * Redis starts on the first while the client is still building the next: with the whole turn in
+ * one write the two took turns, each idle while the other worked (64 lock loops: ~64,000 →
+ * ~120,000 acquire+release pairs/s at the same CPU per pair; docs/benchmarks.md, "Locks: writes of
+ * 16"). Fewer than this per turn, the usual case in a worker, is one write as before.
+ */
+export const COMMANDS_PER_WRITE = 16;
+
+/**
  * Holds a Redis connection's writes until the end of this turn of the event loop, so the commands
- * asked for in one turn leave in ONE write (a writev of them all) instead of a system call each,
- * and Redis reads them in one read. Nothing waits for a reply, unlike ioredis' auto-pipelining,
- * which keeps one batch in flight and holds the next one back until all its replies are in.
+ * asked for in one turn leave in a few writes (a writev of up to COMMANDS_PER_WRITE each) instead
+ * of a system call each, and Redis reads each in one read. Nothing waits for a reply, unlike
+ * ioredis' auto-pipelining, which keeps one batch in flight and holds the next one back until all
+ * its replies are in.
  *
  * `process.nextTick` runs after the current promise continuations have drained, so commands sent
  * from a cascade of resolved promises (a group-committed batch of runs finishing together) share
- * the write. Off a ready connection nothing is corked: ioredis queues those commands itself.
+ * the writes. Off a ready connection nothing is corked: ioredis queues those commands itself.
  */
 export class TurnCork {
-  private corked = false;
+  /** The stream held in this turn (a reconnect replaces the client's). */
+  private corked: CorkableClient['stream'] | null = null;
+  /** Commands held in the current write. */
+  private held = 0;
 
   constructor(private readonly redis: CorkableClient) {}
 
+  /** Called before each command is handed to the client. */
   hold(): void {
-    if (this.corked || this.redis.status !== 'ready') return;
-    const stream = this.redis.stream;
-    stream.cork();
-    this.corked = true;
+    if (this.redis.status !== 'ready') return;
+    const stream = this.corked;
+    if (stream) {
+      if (++this.held <= COMMANDS_PER_WRITE) return;
+      stream.uncork(); // the full write leaves now; this command starts the next one
+      stream.cork();
+      this.held = 1;
+      return;
+    }
+    const held = (this.corked = this.redis.stream);
+    held.cork();
+    this.held = 1;
     process.nextTick(() => {
-      this.corked = false;
-      stream.uncork();
+      this.corked = null;
+      held.uncork();
     });
   }
 }
