@@ -204,7 +204,7 @@ async function main(): Promise<void> {
         `client ${l.clientUsPerPair[side].toFixed(1)} + Redis ${l.redisUsPerPair[side].toFixed(1)} µs`;
       const raw = l.rawOpsPerSecByClient;
       log(
-        `  ${l.lockOpsPerSec.toFixed(0)} pairs/s; raw ${raw.plain.toFixed(0)} plain, ${raw.autoPipelined.toFixed(0)} auto-pipelined`,
+        `  ${l.lockOpsPerSec.toFixed(0)} pairs/s; raw ${raw.plain.toFixed(0)} plain, ${raw.autoPipelined.toFixed(0)} auto-pipelined, ${raw.corked.toFixed(0)} corked`,
       );
       log(`  ratio ${l.lockRatio.toFixed(2)}; CPU per pair: lock ${us('lock')}, raw ${us('raw')}`);
     }
