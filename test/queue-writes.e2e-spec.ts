@@ -29,8 +29,9 @@ const writesDuring = async <T>(queue: Queue, work: () => Promise<T>): Promise<{ 
 
 /**
  * Where jobs are processed, the app's Bull command clients hold their writes for the turn of the
- * event loop (corkEachTurn): the commands of one turn leave in writes of COMMANDS_PER_WRITE (a connection lost while
- * they are held: the same TurnCork's test in locks.e2e). The API's are not corked (its adds come one per request).
+ * event loop (corkEachTurn): the commands of one turn leave in writes of COMMANDS_PER_WRITE (a
+ * connection lost while they are held: the same TurnCork's test in locks.e2e). The API's are not
+ * corked (its adds come one per request).
  */
 describe("Bull's command client in a worker, the turn's commands in a few writes (real Redis)", () => {
   let t: TestApp;

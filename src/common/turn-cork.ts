@@ -10,8 +10,8 @@ export interface CorkableClient {
  * Commands per write at most. A turn that asks for more sends them in writes of this many, so
  * Redis starts on the first while the client is still building the next: with the whole turn in
  * one write the two took turns, each idle while the other worked (64 lock loops: ~64,000 →
- * ~120,000 acquire+release pairs/s at the same CPU per pair; docs/benchmarks.md, "Locks: writes of
- * 16"). Fewer than this per turn, the usual case in a worker, is one write as before.
+ * ~145,000 acquire+release pairs/s, at less CPU per pair; docs/benchmarks.md, "Locks: writes of
+ * 16, and a corked baseline"). Fewer than this per turn, the usual case in a worker, is one write.
  */
 export const COMMANDS_PER_WRITE = 16;
 

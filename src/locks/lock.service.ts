@@ -6,9 +6,10 @@ import { TurnCork } from '../common/turn-cork';
  * The lock client's options, for the app and the bench alike. No auto-pipelining: ioredis keeps
  * one auto-pipelined batch in flight per connection and holds the next until every reply of the
  * first is in, so the client's work and Redis' take turns and each lock script's time in Redis
- * counts in full. LockService batches its own writes instead (a turn of the event loop's in
- * writes of 16, none held back for replies): 64 acquire+release loops ~30,000 → ~45,000 pairs/s
- * at half the CPU per pair, then ~120,000 with writes of 16 (docs/benchmarks.md, "Locks").
+ * counts in full. LockService batches its own writes instead (TurnCork: the operations of a turn
+ * of the event loop in writes of up to 16, none held back for replies): 64 acquire+release loops
+ * ~30,000 → ~45,000 pairs/s at half the CPU per pair, then ~145,000 with the writes of 16
+ * (docs/benchmarks.md, "Locks").
  */
 export const LOCK_REDIS_OPTIONS: RedisOptions = { maxRetriesPerRequest: 3, enableAutoPipelining: false };
 
@@ -97,7 +98,7 @@ export class LockService {
   private readonly nonce = randomBytes(6).toString('hex');
   private seq = 0;
   /**
-   * The lock operations asked for in one turn of the event loop leave in writes of 16, without
+   * The lock operations asked for in one turn of the event loop leave in writes of up to 16, without
    * waiting for the replies of the previous write (auto-pipelining would wait, see
    * LOCK_REDIS_OPTIONS): Redis reads each in one read, and the client and Redis work side by side.
    */

@@ -17,6 +17,7 @@ export function watchWrites(stream: Pick<Duplex, 'write'>): { commandsPerWrite: 
   const socket = stream as unknown as Socket;
   const commandsPerWrite: number[] = [];
   const count = (data: string) => commandsPerWrite.push(data.match(COMMAND_START)?.length ?? 0);
+  // The socket's own methods come from its prototype: shadowed here, and unshadowed by stop().
   const write = socket._write;
   const writev = socket._writev;
   socket._write = function (chunk, encoding, cb) {
@@ -30,8 +31,8 @@ export function watchWrites(stream: Pick<Duplex, 'write'>): { commandsPerWrite: 
   return {
     commandsPerWrite,
     stop: () => {
-      socket._write = write;
-      socket._writev = writev;
+      delete (socket as Partial<Socket>)._write;
+      delete (socket as Partial<Socket>)._writev;
     },
   };
 }
