@@ -103,14 +103,22 @@ export async function startProcess(
   };
 }
 
-/** Polls until `check` is true; on timeout the error says what was awaited. Never a bare sleep. */
+/** A poll that wakes this much later than asked was starved of CPU, not waiting on the thing. */
+const STALL_MS = 100;
+
+/**
+ * Polls until `check` is true; on timeout the error says what was awaited. Never a bare sleep.
+ * Time this process could not run (a loaded CI host starving it) does not count against the
+ * timeout: after such a stall our poll's timer can fire before the timer of the work it waits
+ * for, and would judge that work late when it never had its turn.
+ */
 export async function waitFor(
   check: () => Promise<boolean> | boolean,
   timeoutMs: number,
   what: string,
   everyMs = 50,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  let deadline = Date.now() + timeoutMs;
   let lastErr: unknown;
   for (;;) {
     try {
@@ -123,7 +131,10 @@ export async function waitFor(
       throw new Error(
         `timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ''}`,
       );
+    const asleep = Date.now();
     await new Promise((r) => setTimeout(r, everyMs));
+    const late = Date.now() - asleep - everyMs;
+    if (late > STALL_MS) deadline += late;
   }
 }
 
