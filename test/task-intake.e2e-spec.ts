@@ -83,7 +83,7 @@ describe('TaskIntakeService', () => {
     ['a project seen for the first time', false],
     ['a known project', true],
   ])(
-    '%s: creates the task, its workspace and its QUEUED authoring run, marks the caller’s row with them, and enqueues the run',
+    '%s: creates the task and its QUEUED authoring run (no workspace: its first attempt makes it), marks the caller’s row with them, and enqueues the run',
     async (_, knownProject) => {
       const it1 = await itemOf(knownProject);
       const before = allTaskDirs();
@@ -124,7 +124,10 @@ describe('TaskIntakeService', () => {
       expect(events.rows).toEqual([
         { from_status: null, to_status: 'QUEUED', attempt: 0, fencing_token: '0', reason: 'created and dispatched' },
       ]);
-      expect(allTaskDirs()).toEqual([...before, created.taskId].sort());
+      // No file system on the intake's path: the task's workspace is made by the worker that runs it
+      // (webhooks-idempotency). A project seen for the first time gets its empty `tasks` directory.
+      expect(allTaskDirs()).toEqual(before);
+      expect(readdirSync(join(t.config.runs.workspaceRoot, created.projectId, 'tasks'))).toEqual([]);
       // The answer does not wait for the job (next test): it follows.
       const jobsOf = async (runId: string) =>
         (await queue().getJobs(['waiting', 'delayed'])).filter((j) => j.data.runId === runId);
@@ -163,7 +166,7 @@ describe('TaskIntakeService', () => {
     ['a project seen for the first time', false],
     ['a known project', true],
   ])(
-    '%s: the caller’s extra work fails (a non-business unique key, the project name): the caller’s error, nothing kept, workspace included',
+    '%s: the caller’s extra work fails (a non-business unique key, the project name): the caller’s error, nothing kept',
     async (_, knownProject) => {
       const it1 = await itemOf(knownProject);
       const before = allTaskDirs();
@@ -262,7 +265,7 @@ describe('TaskIntakeService', () => {
     [false, true],
     [true, true],
   ])(
-    'ten concurrent opens of one item (probablyNew %s, known project %s): one created, nine exists, one workspace',
+    'ten concurrent opens of one item (probablyNew %s, known project %s): one created, nine exists, no directory made',
     async (probablyNew, knownProject) => {
       const it1 = await itemOf(knownProject);
       const before = allTaskDirs();
@@ -274,7 +277,7 @@ describe('TaskIntakeService', () => {
       }>;
       expect(created).toHaveLength(1);
       for (const r of results) expect(r).toMatchObject({ taskId: created[0].taskId, runId: created[0].runId });
-      expect(allTaskDirs()).toEqual([...before, created[0].taskId].sort());
+      expect(allTaskDirs()).toEqual(before);
     },
   );
 
@@ -291,10 +294,10 @@ describe('TaskIntakeService', () => {
     expect((await db().query('SELECT count(*)::int AS n FROM runs WHERE task_id = $1', [first.taskId])).rows[0].n).toBe(
       1,
     );
-    expect(taskDirs(first.projectId)).toEqual([first.taskId]);
+    expect(taskDirs(first.projectId)).toEqual([]);
   });
 
-  it('eight items of a project seen for the first time, concurrently: one project, eight tasks, runs and workspaces', async () => {
+  it('eight items of a project seen for the first time, concurrently: one project, eight tasks and runs', async () => {
     // The project insert of all but one waits for the winner's commit, which its statement's
     // snapshot cannot see: they must read the project in a statement of their own.
     const project = { externalId: randomUUID(), name: `First sight ${randomUUID()}`, maxConcurrentRuns: 2 };
@@ -307,7 +310,8 @@ describe('TaskIntakeService', () => {
     expect(rows).toHaveLength(1);
     const created = results as Array<{ taskId: string; runId: string; projectId: string }>;
     for (const r of created) expect(r.projectId).toBe(rows[0].id);
-    expect(taskDirs(rows[0].id)).toEqual(created.map((r) => r.taskId).sort());
+    expect(existsSync(join(t.config.runs.workspaceRoot, rows[0].id, 'tasks'))).toBe(true);
+    expect(taskDirs(rows[0].id)).toEqual([]);
     expect(
       (await db().query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [rows[0].id])).rows[0].n,
     ).toBe(8);
@@ -331,7 +335,8 @@ describe('TaskIntakeService', () => {
     expect(rows.map((r) => r.id)).toEqual([created[0].projectId]);
     expect(created[0].projectId).not.toBe(first.projectId);
     expect(await count('SELECT count(*)::int AS n FROM tasks WHERE external_id = $1', it2.externalId)).toBe(1);
-    expect(taskDirs(created[0].projectId)).toEqual([created[0].taskId]);
+    // The project as it is now has the directory its task workspaces go in.
+    expect(existsSync(join(t.config.runs.workspaceRoot, created[0].projectId, 'tasks'))).toBe(true);
   });
 
   it('a new project whose name an unrelated project takes meanwhile: created all the same, under a distinct name', async () => {
@@ -385,6 +390,6 @@ describe('TaskIntakeService', () => {
         it1.externalId,
       ),
     ).toBe(1);
-    expect(allTaskDirs()).toEqual([...before, created[0].taskId].sort());
+    expect(allTaskDirs()).toEqual(before);
   });
 });

@@ -43,11 +43,12 @@ describe('Plane intake idempotency', () => {
     expect(state.tasks).toHaveLength(1);
     expect(state.runs).toHaveLength(1);
     expect(state.runs[0].kind).toBe('authoring');
-    expect(state.workspaces).toEqual([
-      join(t.config.runs.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id),
-    ]);
     expect(await projectRuns(state.tasks[0].project_id)).toBe(1);
     await waitForStatus([state.runs[0].id], ['SUCCESS'], 30_000);
+    // Made by the worker for the run's attempt, at the one task's path: never a second one.
+    expect((await workItemState(item.id, t.config.runs.workspaceRoot)).workspaces).toEqual([
+      join(t.config.runs.workspaceRoot, state.tasks[0].project_id, 'tasks', state.tasks[0].id),
+    ]);
     expect(count(countFile, 'start', state.runs[0].id)).toBe(1);
     expect(count(countFile, 'done', state.runs[0].id)).toBe(1);
     return { taskId: state.tasks[0].id, runId: state.runs[0].id };

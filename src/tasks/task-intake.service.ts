@@ -1,11 +1,10 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { rm } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DataSource, EntityManager } from 'typeorm';
 import { randomUUID } from 'node:crypto';
 import type { NamedStatement } from '../database/named-params';
-import { ensureWorkspace } from '../runs/executor/workspace-guard';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
 import { TimeoutError, withTimeout } from '../common/with-timeout';
@@ -51,12 +50,17 @@ const BUSINESS_KEYS = new Set([UX_TASKS_EXTERNAL_REF, UX_RUNS_TASK_AUTHORING]);
 const ENQUEUE_BUDGET_MS = 2000;
 
 /**
- * One task, one authoring run, one workspace per external work item, however often and however
- * concurrently it is announced. Cheap read first (a known item costs one SELECT); otherwise the
- * workspace of a fresh task id is provisioned, then ONE statement inserts the task (`ON CONFLICT
- * DO NOTHING` decides the single winner), its run, the run's event and the caller's extra work; a
- * loser removes its workspace. A known project: its id (one prepared SELECT) and that statement,
+ * One task and one authoring run per external work item, however often and however concurrently
+ * it is announced. Cheap read first (a known item costs one SELECT); otherwise ONE statement
+ * inserts the task (`ON CONFLICT DO NOTHING` decides the single winner), its run, the run's event
+ * and the caller's extra work. A known project: its id (one prepared SELECT) and that statement,
  * prepared, on its own. A project seen for the first time: both in a transaction that creates it.
+ *
+ * No workspace is made here: the task's is `<root>/<project id>/tasks/<task id>`, a path fixed by
+ * the one task, and the worker makes it (under the workspace guard, owned by the run's user) when
+ * the run's first attempt starts. So a delivery's answer waits for no file system (a shared
+ * volume, for the API, is a network round trip per call), a loser of the race has nothing to
+ * clean up, and an item closed before its run started never gets a directory.
  */
 @Injectable()
 export class TaskIntakeService implements BeforeApplicationShutdown {
@@ -90,13 +94,8 @@ export class TaskIntakeService implements BeforeApplicationShutdown {
       const known = await this.findAndRefresh(item);
       if (known) return { kind: 'exists', ...known };
     }
-    const root = this.config.runs.workspaceRoot;
     const taskId = randomUUID();
-    let workspace: string | null = null;
-    const create = async (projectId: string, em?: EntityManager) => {
-      workspace = join(root, projectId, 'tasks', taskId);
-      // Never through a symlink a command of this project could have planted below the root.
-      await ensureWorkspace(root, workspace);
+    const create = (projectId: string, em?: EntityManager) => {
       const task = { id: taskId, projectId, provider: item.provider, fields: taskFields(item) };
       const run = this.runs.creationCte('task', {
         requirement: item.requirement,
@@ -109,12 +108,9 @@ export class TaskIntakeService implements BeforeApplicationShutdown {
       const projectId = await this.tasks.projectIdOf(item.provider, item.project.externalId);
       const run = projectId
         ? await create(projectId)
-        : await this.ds.transaction(async (em) =>
-            create((await this.tasks.ensureProject(em, root, this.ref(item))).id, em),
-          );
+        : await this.ds.transaction(async (em) => create(await this.ensureProject(em, item), em));
       if (!run) {
-        // A concurrent intake committed the task first: it owns workspace and run.
-        await this.removeWorkspace(workspace);
+        // A concurrent intake committed the task first: it owns the run.
         const known = await this.findAndRefresh(item);
         if (known) return { kind: 'exists', ...known };
         // Neither inserted nor found: the project's row is gone (the id may be one this process remembered).
@@ -128,19 +124,21 @@ export class TaskIntakeService implements BeforeApplicationShutdown {
       this.enqueueInBackground(run);
       return { kind: 'created', taskId, runId: run.id, projectId: run.project_id };
     } catch (err) {
-      // The task id was this call's own, so nobody else can be using its directory.
-      await this.removeWorkspace(workspace);
       if (pgErrorCode(err) === '23505' && BUSINESS_KEYS.has(pgConstraint(err) ?? '')) return this.existing(item);
       throw err;
     }
   }
 
-  private ref(item: ExternalWorkItem): ExternalProjectRef {
-    return { provider: item.provider, ...item.project };
-  }
-
-  private async removeWorkspace(workspace: string | null): Promise<void> {
-    if (workspace) await rm(workspace, { recursive: true, force: true }).catch(() => undefined);
+  /**
+   * The project of a provider's project seen for the first time, created in the caller's
+   * transaction, with the directory its task workspaces go in made now, by us: a project-level
+   * run's command will own `<root>/<id>`, and must not be the one to decide what `tasks` is.
+   */
+  private async ensureProject(em: EntityManager, item: ExternalWorkItem): Promise<string> {
+    const root = this.config.runs.workspaceRoot;
+    const { id } = await this.tasks.ensureProject(em, root, { provider: item.provider, ...item.project });
+    await mkdir(join(root, id, 'tasks'), { recursive: true });
+    return id;
   }
 
   /** Marks the task cancelled and cancels its authoring run if that has not started yet. */
