@@ -63,6 +63,18 @@ export class MetricsService {
     buckets: [1, 2, 4, 8, 16, 32, 64, 100],
     registers: [this.registry],
   });
+  readonly deliveryBatchSize = new Histogram({
+    name: 'onceflow_delivery_batch_size',
+    help: 'New webhook deliveries recorded by one statement (group commit of the deliveries a process receives at once)',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
+  readonly enqueueBatchSize = new Histogram({
+    name: 'onceflow_enqueue_batch_size',
+    help: 'Jobs of committed QUEUED runs added by one Bull addBulk (the adds a process makes at once)',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 100],
+    registers: [this.registry],
+  });
   readonly runDuration = new Histogram({
     name: 'onceflow_run_duration_seconds',
     help: 'Duration of one run attempt (command execution)',

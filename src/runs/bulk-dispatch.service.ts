@@ -10,6 +10,7 @@ import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { BulkDispatchItem, BulkDispatchView } from './bulk-dispatch.view';
 import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
 import { DispatchRepository } from './dispatch.repository';
+import { addRunJobs } from './run-jobs';
 import { RunStatus } from './run-status';
 import { DISPATCH_IN_PROGRESS, runNotFoundRefusal, RunsErrorCode, RunsRefusal } from './runs.errors';
 import { RunsRepository } from './runs.repository';
@@ -46,10 +47,7 @@ export class BulkDispatchService {
       const guarded = runIds.filter((_, i) => owners[i] !== null);
       const queued = guarded.length ? await this.repository.queuePending(guarded, this.workerId, 'dispatched') : [];
       const jobIds = new Map(queued.map((r) => [r.id, runJobId(r.id, r.dispatch_generation)]));
-      await this.enqueue(
-        queued.map((r) => ({ runId: r.id, generation: r.dispatch_generation })),
-        jobIds,
-      );
+      await this.enqueue(queued.map((r) => ({ runId: r.id, generation: r.dispatch_generation })));
       const refused = guarded.filter((id) => !jobIds.has(id));
       const statuses = refused.length ? await this.runs.statusesOf(refused) : new Map<string, RunStatus>();
       const items = runIds.map((runId, i): BulkDispatchItem => {
@@ -70,24 +68,9 @@ export class BulkDispatchService {
     }
   }
 
-  private async enqueue(jobs: RunJobData[], jobIds: Map<string, string>): Promise<void> {
-    if (jobs.length === 0) return;
+  private async enqueue(jobs: RunJobData[]): Promise<void> {
     try {
-      const added = await this.queue.addBulk(jobs.map((data) => ({ data, opts: { jobId: jobIds.get(data.runId) } })));
-      // Bull's addBulk is one MULTI and does not read the answer of each add in it: an add refused
-      // there comes back without an id and no error, its job never written. NOSCRIPT does that to
-      // every add of the batch when Redis lost its script cache while this connection stayed open
-      // (SCRIPT FLUSH, a failover behind a proxy): ioredis sends a script in a MULTI only the first
-      // time on a connection. Those jobs are added one by one: a single add answers NOSCRIPT with
-      // the script itself, and fails loudly otherwise.
-      const missed = jobs.filter((_, i) => !added[i]?.id);
-      if (missed.length > 0) {
-        this.logger.warn({
-          msg: 'bulk enqueue refused some adds; adding them one by one',
-          runIds: missed.map((j) => j.runId),
-        });
-        await Promise.all(missed.map((data) => this.queue.add(data, { jobId: jobIds.get(data.runId) })));
-      }
+      await addRunJobs(this.queue, jobs, this.logger);
     } catch (err) {
       // QUEUED in Postgres is the promise; the reconciler re-enqueues runs that have no job.
       this.logger.error({

@@ -6,6 +6,7 @@ import { OutboxModule } from '../notifications/outbox.module';
 import { BulkDispatchService } from './bulk-dispatch.service';
 import { DispatchRepository } from './dispatch.repository';
 import { DispatchService } from './dispatch.service';
+import { EnqueueBatch } from './enqueue-batch';
 import { RUN_EXECUTOR, RunExecutor } from './executor/executor';
 import { NoopExecutor } from './executor/noop-executor';
 import { prepareWorkspaceRoot, resolveRunIdentity } from './executor/run-identity';
@@ -44,6 +45,7 @@ const CORE = [
   RunsService,
   DispatchService,
   BulkDispatchService,
+  EnqueueBatch,
   IdempotencyService,
   RunTransitionsRepository,
   StepJournalRepository,

@@ -4,7 +4,7 @@ import type { NamedStatement } from '../database/named-params';
 import { projectNotFound, runNotFound, RunsError, RunsErrorCode } from './runs.errors';
 import { toPage } from '../common/cursor';
 import { WORKER_ID } from '../locks/locks.module';
-import { DispatchService } from './dispatch.service';
+import { EnqueueBatch } from './enqueue-batch';
 import { RunKind, RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 import { RunEventList } from './run-event.view';
@@ -40,7 +40,7 @@ export class RunsService {
   constructor(
     private readonly runs: RunsRepository,
     private readonly transitions: RunTransitionsRepository,
-    private readonly dispatcher: DispatchService,
+    private readonly enqueues: EnqueueBatch,
     private readonly journal: StepJournalRepository,
     @Inject(WORKER_ID) private readonly workerId: string,
   ) {}
@@ -68,8 +68,9 @@ export class RunsService {
     return this.runs.creationCte(source, birth(input), { workerId: this.workerId, reason: creationReason(input) });
   }
 
+  /** The job of a run committed QUEUED, added with the others of this turn (EnqueueBatch). */
   async enqueueAfterCommit(run: RunRow): Promise<void> {
-    if (run.status === RunStatus.QUEUED) await this.dispatcher.enqueue(run);
+    if (run.status === RunStatus.QUEUED) await this.enqueues.enqueue(run);
   }
 
   async create(input: NewRun): Promise<RunView> {

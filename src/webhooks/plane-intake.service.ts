@@ -12,6 +12,7 @@ import { PlaneWebhookAnswer } from './plane-webhook.view';
 import { ReplayView } from './delivery.view';
 import { PlaneSpool, SpoolEntry } from './plane-spool';
 import { SettledDeliveries } from './settled-deliveries';
+import { DeliveryRecordBatch } from './delivery-record-batch';
 import { DeliveryOutcome, WebhookDeliveriesRepository } from './webhook-deliveries.repository';
 import { DeliveryStatus } from './webhook-delivery.entity';
 
@@ -35,7 +36,8 @@ const SPOOLED: IntakeAnswer = { httpStatus: 202, body: { status: 'accepted', spo
 /**
  * POST /webhooks/plane, in this order: configured? → signature over the raw bytes → parse → a
  * retry of a delivery this process settled or is processing stops here (SettledDeliveries) → ONE
- * insert keyed by the dedupe key (any other retry stops here) → (entries of this work item in the spool?
+ * insert keyed by the dedupe key, shared with the other deliveries of the same turn
+ * (DeliveryRecordBatch; any other retry stops here) → (entries of this work item in the spool?
  * queue behind them) → the event handler. Body size (413), JSON syntax and nesting (400) are
  * enforced by the body parser before this runs. Postgres out of reach at the insert or in the
  * handler: the delivery goes to the spool (202 spooled), drained later through processSpooled.
@@ -46,6 +48,7 @@ export class PlaneIntakeService {
 
   constructor(
     private readonly deliveries: WebhookDeliveriesRepository,
+    private readonly recordBatch: DeliveryRecordBatch,
     private readonly handler: PlaneEventHandler,
     private readonly spool: PlaneSpool,
     private readonly settled: SettledDeliveries,
@@ -104,7 +107,7 @@ export class PlaneIntakeService {
     const spooledBefore = this.spool.holdsWorkItem(delivery.event.workItemId);
     let recorded;
     try {
-      recorded = await this.deliveries.record(deliveryRow(delivery));
+      recorded = await this.recordBatch.record(deliveryRow(delivery));
     } catch (err) {
       if (!isDbUnavailableError(err)) throw err;
       return this.toSpool(body, delivery, null, String(err));

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
+import { Batcher } from '../common/batcher';
 import { withTimeout } from '../common/with-timeout';
 import type { AppConfig } from '../config/app-config';
 import { APP_CONFIG } from '../config/config.module';
@@ -27,6 +28,8 @@ export const SPOOL_MAX_ENTRIES = 100_000;
 /** Plane gives up after 30 s: a spool that cannot answer in this is treated as unavailable (503). */
 const PUSH_TIMEOUT_MS = 2000;
 const LOOKUP_TIMEOUT_MS = 500;
+/** Most work items one spool lookup asks about. */
+const LOOKUP_BATCH_MAX = 64;
 
 // KEYS[1] entries, KEYS[2] items; ARGV[1] entry, ARGV[2] work item, ARGV[3] max entries.
 const PUSH = `
@@ -74,6 +77,7 @@ function decode(raw: string): SpoolEntry {
 export class PlaneSpool {
   private readonly logger = new Logger(PlaneSpool.name);
   private readonly keys: { entries: string; items: string; attempts: string; dead: string };
+  private readonly lookups: Batcher<string, boolean>;
 
   constructor(
     @Inject(REDIS_CLIENT) private readonly redis: Redis,
@@ -87,6 +91,11 @@ export class PlaneSpool {
       attempts: `${base}:attempts`,
       dead: `${base}:dead`,
     };
+    this.lookups = new Batcher((ids) => this.lookUp(ids), {
+      maxSize: LOOKUP_BATCH_MAX,
+      key: (id) => id,
+      isolate: () => false,
+    });
   }
 
   /**
@@ -119,17 +128,15 @@ export class PlaneSpool {
 
   /**
    * True when entries of this work item wait here: a new delivery for it must queue behind them.
-   * One HEXISTS, asked of Redis every time: a per-process "spool is empty" cache let a replica
-   * that had not looked for a second overtake another replica's spooled entries. Redis not
+   * Asked of Redis every time: a per-process "spool is empty" cache let a replica that had not
+   * looked for a second overtake another replica's spooled entries. The lookups of one turn of the
+   * event loop share one HMGET (under load, several new deliveries arrive per turn). Redis not
    * connected or slow: false (we cannot know; the delivery goes on to Postgres).
    */
   async holdsWorkItem(workItemId: string): Promise<boolean> {
     if (this.redis.status !== 'ready') return false;
     try {
-      return (
-        (await withTimeout(this.redis.hexists(this.keys.items, workItemId), LOOKUP_TIMEOUT_MS, 'the spool lookup')) ===
-        1
-      );
+      return await this.lookups.submit(workItemId);
     } catch (err) {
       this.logger.warn({
         msg: 'could not look at the Plane spool; the delivery goes to Postgres directly',
@@ -138,6 +145,15 @@ export class PlaneSpool {
       });
       return false;
     }
+  }
+
+  private async lookUp(workItemIds: string[]): Promise<boolean[]> {
+    const counts = await withTimeout(
+      this.redis.hmget(this.keys.items, ...workItemIds),
+      LOOKUP_TIMEOUT_MS,
+      'the spool lookup',
+    );
+    return counts.map((n) => n !== null);
   }
 
   /** The number of waiting entries; also refreshes the gauge. */

@@ -70,6 +70,22 @@ const RECORD_DELIVERY = `INSERT INTO webhook_deliveries (provider, dedupe_key, e
   RETURNING id, status, duplicate_count = 0 AS inserted,
             status = 'accepted' AND updated_at < now() - $10 * interval '1 millisecond' AS stale`;
 
+/**
+ * RECORD_DELIVERY for several deliveries of distinct dedupe keys: $1 a JSON array of the rows, $2
+ * STALE_ACCEPTED_MS. In dedupe-key order, so two batches that share keys take their locks in the
+ * same order and never deadlock. A key twice in one statement would be an error ("cannot affect
+ * row a second time"): the caller never sends one twice.
+ */
+const RECORD_DELIVERIES = `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
+  SELECT d.provider, d.dedupe_key, d.external_delivery_id, d.payload_version, d.event, d.action, d.work_item_id, d.actor_id, d.payload
+    FROM json_to_recordset($1::json) AS d(provider text, dedupe_key text, external_delivery_id text, payload_version text,
+                                            event text, action text, work_item_id text, actor_id text, payload jsonb)
+   ORDER BY d.dedupe_key
+  ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO UPDATE
+     SET duplicate_count = webhook_deliveries.duplicate_count + 1, last_duplicate_at = now()
+  RETURNING id, dedupe_key, status, duplicate_count = 0 AS inserted,
+            status = 'accepted' AND updated_at < now() - $2 * interval '1 millisecond' AS stale`;
+
 /** $1 id, $2 status, $3 reason, $4 error, $5 task id, $6 run id. */
 const FINISH_DELIVERY = `UPDATE webhook_deliveries SET
     status = CASE WHEN status = 'processed' AND $2::text = 'duplicate' THEN status ELSE $2::text END,
@@ -119,6 +135,34 @@ export class WebhookDeliveriesRepository {
     if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor bumped`);
     if (row.inserted) return { kind: 'new', id: row.id };
     return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.stale && (await this.takeOver(row.id)) };
+  }
+
+  /**
+   * record() for several deliveries of distinct dedupe keys in ONE statement (DeliveryRecordBatch:
+   * the new deliveries of one turn of the event loop), each answered as record() would answer it.
+   */
+  async recordMany(ds: NewDelivery[]): Promise<RecordResult[]> {
+    const rows = await this.statements.preparedRows<{
+      id: string;
+      dedupe_key: string;
+      status: DeliveryStatus;
+      inserted: boolean;
+      stale: boolean;
+    }>(RECORD_DELIVERIES, [JSON.stringify(ds.map(toRecordRow)), STALE_ACCEPTED_MS]);
+    const byKey = new Map(rows.map((r) => [r.dedupe_key, r]));
+    return Promise.all(
+      ds.map(async (d): Promise<RecordResult> => {
+        const row = byKey.get(d.dedupeKey);
+        if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor bumped`);
+        if (row.inserted) return { kind: 'new', id: row.id };
+        return {
+          kind: 'duplicate',
+          id: row.id,
+          status: row.status,
+          takeOver: row.stale && (await this.takeOver(row.id)),
+        };
+      }),
+    );
   }
 
   /** Retries counted in memory (SettledDeliveries), added to their rows in ONE statement. */
@@ -201,4 +245,19 @@ export class WebhookDeliveriesRepository {
     );
     return rows.length;
   }
+}
+
+/** A delivery as a row of RECORD_DELIVERIES' JSON (its column names). */
+function toRecordRow(d: NewDelivery): Record<string, unknown> {
+  return {
+    provider: d.provider,
+    dedupe_key: d.dedupeKey,
+    external_delivery_id: d.externalDeliveryId,
+    payload_version: d.payloadVersion,
+    event: d.event,
+    action: d.action,
+    work_item_id: d.workItemId,
+    actor_id: d.actorId,
+    payload: d.payload,
+  };
 }

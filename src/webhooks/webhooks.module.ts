@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { AppRole, roleServesApi } from '../config/app-config';
+import { DeliveryRecordBatch } from './delivery-record-batch';
 import { PlaneEventHandler } from './plane-event-handler';
 import { PlaneIntakeService } from './plane-intake.service';
 import { SettledDeliveries } from './settled-deliveries';
@@ -24,6 +25,7 @@ export class WebhooksModule {
       imports: [tasks],
       providers: [
         WebhookDeliveriesRepository,
+        DeliveryRecordBatch,
         WebhookDeliveriesPruner,
         PlaneEventHandler,
         PlaneSpool,
