@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { closeDb, db, startApp, TestApp, waitFor } from './support/app';
 import { tempDir, testDatabaseUrl, testEnv } from './support/env';
-import { deliver, newWorkItem, PLANE_SECRET, v1Body } from './support/plane';
+import { deliver, newWorkItem, PLANE_SECRET, v1Body, v2Body } from './support/plane';
 import { TcpProxy } from './support/tcp-proxy';
 
 /**
@@ -54,6 +54,24 @@ describe('retries of settled deliveries', () => {
     );
     pg.restore();
     await countedOnRow(id, 5);
+  });
+
+  it('a v2 delivery: its byte-identical retry and another body of the same event id are both answered from memory', async () => {
+    const item = newWorkItem();
+    const eventId = randomUUID();
+    const body = v2Body(item, 'workitem.created', { eventId });
+    const first = await deliver(t, body);
+    expect(first.status).toBe(202);
+    const id = first.body.deliveryId as string;
+    pg.cut();
+    // Plane's retry (the same bytes) is known by its bytes; a re-sent event (new delivery id) by its event id.
+    const same = await deliver(t, body);
+    const resent = await deliver(t, v2Body(item, 'workitem.created', { eventId }));
+    pg.restore();
+    expect([same, resent].map((r) => [r.status, r.body])).toEqual(
+      Array(2).fill([200, { status: 'duplicate', deliveryId: id }]),
+    );
+    await countedOnRow(id, 2);
   });
 
   it('answers retries of a delivery it is still processing from memory, not behind that row in Postgres', async () => {

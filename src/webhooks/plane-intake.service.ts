@@ -6,7 +6,7 @@ import { isDbUnavailableError } from '../database/pg-errors';
 import { MetricsService } from '../metrics/metrics.service';
 import { deliveryRow, PlaneDelivery, readPlaneDelivery, UNSTORABLE_REASONS } from './plane-delivery';
 import { PLANE, PlaneEventHandler } from './plane-event-handler';
-import { parsePlaneEvent, planeDedupeKey } from './plane-payload';
+import { parsePlaneEvent, planeContentKey, planeDedupeKeyOf } from './plane-payload';
 import { verifyPlaneSignature } from './plane-signature';
 import { PlaneWebhookAnswer } from './plane-webhook.view';
 import { ReplayView } from './delivery.view';
@@ -73,35 +73,46 @@ export class PlaneIntakeService {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'rejected' });
       throw new WebhooksError(WebhooksErrorCode.BAD_SIGNATURE, 'missing or invalid X-Plane-Signature');
     }
+    // A byte-identical retry of a delivery this process saw settle (what Plane sends): answered from
+    // memory before the body is read, its count folded in later. Those bytes were read once already.
+    const contentKey = planeContentKey(rawBody);
+    const settled = this.settled.repeat(contentKey);
+    if (settled) return this.repeatAnswer(settled);
     let delivery: PlaneDelivery;
     try {
-      delivery = readPlaneDelivery(req.body, (e) => planeDedupeKey(e, rawBody), headerValue(req.deliveryHeader));
+      delivery = readPlaneDelivery(req.body, (e) => planeDedupeKeyOf(e, contentKey), headerValue(req.deliveryHeader));
     } catch (err) {
       this.metrics.deliveries.inc({ provider: PLANE, status: 'invalid' });
       throw err;
     }
-    // A retry of a delivery this process saw settle, or is still working on: answered from memory, counted later.
+    // Another body with a settled event id (v2), or a retry of a delivery still being worked on.
     const repeated =
-      this.settled.repeat(delivery.dedupeKey) ?? (await this.settled.inProgressRepeat(delivery.dedupeKey));
-    if (repeated) {
-      this.metrics.duplicate('delivery_dedupe');
-      this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
-      return { httpStatus: 200, body: { status: 'duplicate', deliveryId: repeated } };
-    }
+      (delivery.dedupeKey !== contentKey ? this.settled.repeat(delivery.dedupeKey) : undefined) ??
+      (await this.settled.inProgressRepeat(delivery.dedupeKey));
+    if (repeated) return this.repeatAnswer(repeated);
     const progress = this.settled.begin(delivery.dedupeKey);
     try {
-      return await this.recordAndHandle(req.body, delivery, progress.recorded);
+      return await this.recordAndHandle(req.body, delivery, contentKey, progress.recorded);
     } finally {
       progress.done();
     }
+  }
+
+  private repeatAnswer(deliveryId: string): IntakeAnswer {
+    this.metrics.duplicate('delivery_dedupe');
+    this.metrics.deliveries.inc({ provider: PLANE, status: 'duplicate' });
+    return { httpStatus: 200, body: { status: 'duplicate', deliveryId } };
   }
 
   /** A delivery no memory of this process answers: its row (insert or retry), then its processing. */
   private async recordAndHandle(
     body: unknown,
     delivery: PlaneDelivery,
+    contentKey: string,
     recordedAs: (id: string) => void,
   ): Promise<IntakeAnswer> {
+    const settle = (id: string, status: DeliveryStatus) =>
+      this.settled.settle(delivery.dedupeKey, id, status, contentKey);
     // Asked now, beside the insert, not after it: a new delivery pays one round trip less. It
     // never rejects (Redis away: false), and only a new delivery reads the answer.
     const spooledBefore = this.spool.holdsWorkItem(delivery.event.workItemId);
@@ -122,8 +133,8 @@ export class PlaneIntakeService {
           deliveryId: recorded.id,
         });
         const outcome = await this.handler.handle(recorded.id, delivery.event);
-        if (!outcome.transient) this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
-      } else this.settled.settle(delivery.dedupeKey, recorded.id, recorded.status);
+        if (!outcome.transient) settle(recorded.id, outcome.status);
+      } else settle(recorded.id, recorded.status);
       return { httpStatus: 200, body: { status: 'duplicate', deliveryId: recorded.id } };
     }
     // Arrival order per work item: while older deliveries of this item wait in the spool, this one
@@ -139,7 +150,7 @@ export class PlaneIntakeService {
         answer(recorded.id, outcome),
       );
     }
-    this.settled.settle(delivery.dedupeKey, recorded.id, outcome.status);
+    settle(recorded.id, outcome.status);
     return answer(recorded.id, outcome);
   }
 

@@ -88,7 +88,16 @@ function required(v: unknown, what: string): string {
 
 /** The dedupe key: v1 retries are byte-identical (hash the raw body); v2 has a stable event_id. */
 export function planeDedupeKey(e: Pick<PlaneEvent, 'version' | 'eventId'>, rawBody: Buffer): string {
-  if (e.version === 'v2') return `event:${e.eventId}`;
+  return planeDedupeKeyOf(e, planeContentKey(rawBody));
+}
+
+/** planeDedupeKey() with the body's content key already at hand. */
+export function planeDedupeKeyOf(e: Pick<PlaneEvent, 'version' | 'eventId'>, contentKey: string): string {
+  return e.version === 'v2' ? `event:${e.eventId}` : contentKey;
+}
+
+/** The key of a body's exact bytes: a v1 delivery's dedupe key, and how any byte-identical retry is known. */
+export function planeContentKey(rawBody: Buffer): string {
   return `sha256:${createHash('sha256').update(rawBody).digest('hex')}`;
 }
 

@@ -84,12 +84,19 @@ export class SettledDeliveries implements BeforeApplicationShutdown {
     this.timer ??= setTimeout(() => void this.fold(), FOLD_INTERVAL_MS).unref();
   }
 
-  /** Remembers a delivery whose outcome is final; anything else is ignored. */
-  settle(key: string, id: string, status: DeliveryStatus | string): void {
+  /**
+   * Remembers a delivery whose outcome is final; anything else is ignored. `contentKey`, the key
+   * of its exact bytes, when that is not its dedupe key already (an event id): a byte-identical
+   * retry is then known before its body is read.
+   */
+  settle(key: string, id: string, status: DeliveryStatus | string, contentKey = key): void {
     if (!SETTLED.has(status)) return;
-    this.settled.delete(key);
-    this.settled.set(key, { id, until: Date.now() + SETTLED_TTL_MS });
-    if (this.settled.size > SETTLED_CAPACITY) this.settled.delete(this.settled.keys().next().value!);
+    const until = Date.now() + SETTLED_TTL_MS;
+    for (const k of contentKey === key ? [key] : [key, contentKey]) {
+      this.settled.delete(k);
+      this.settled.set(k, { id, until });
+      if (this.settled.size > SETTLED_CAPACITY) this.settled.delete(this.settled.keys().next().value!);
+    }
   }
 
   /** Adds the counted retries to their rows: one statement. Kept for the next fold if Postgres is away. */
