@@ -21,6 +21,8 @@ export interface BareBullResult {
   producerCpuMsPerJob: number;
   /** CPU ms of the whole Redis server per job (shared: other users add to it). */
   redisCpuMsPerJob: number;
+  /** Jobs run through the same consumer before the clock started, and their own rate (the cold start). */
+  warmup: { jobs: number; jobsPerSec: number | null };
 }
 
 /**
@@ -34,6 +36,7 @@ export async function measureBareBull(
   jobs: number,
   producerConcurrency: number,
   mode: BareMode = 'noop',
+  warmupJobs = 0,
 ): Promise<BareBullResult> {
   const queueName = `bare_${randomUUID().slice(0, 8)}`;
   const child = fork(resolve(__dirname, 'bare-bull-worker.js'), [], {
@@ -60,19 +63,25 @@ export async function measureBareBull(
   try {
     await Promise.all([isReady, producer.isReady()]);
     // Same payload shape and job id length as a run's job.
-    const ids = Array.from({ length: jobs }, () => randomUUID());
+    const add = (id: string) => producer.add({ runId: id, generation: 1 }, { jobId: `run.${id}.g1` });
+    const addAll = async (n: number, until: number): Promise<number> => {
+      const ids = Array.from({ length: n }, () => randomUUID());
+      const start = Date.now();
+      await pool(n, producerConcurrency, (i) => add(ids[i]));
+      const deadline = Date.now() + 120_000;
+      while (completed < until) {
+        if (Date.now() > deadline) throw new Error(`bare Bull: only ${completed}/${until} jobs completed in 120 s`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return start;
+    };
+    // The warm-up: the same jobs through the same consumer, not measured.
+    const warmStart = warmupJobs > 0 ? await addAll(warmupJobs, warmupJobs) : 0;
+    const warmupPerSec = warmupJobs > 0 ? warmupJobs / ((lastAt - warmStart) / 1000) : null;
     const workerCpu0 = cpuMs(child.pid);
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(null, config.redis.url);
-    const t0 = Date.now();
-    await pool(jobs, producerConcurrency, (i) =>
-      producer.add({ runId: ids[i], generation: 1 }, { jobId: `run.${ids[i]}.g1` }),
-    );
-    const deadline = Date.now() + 120_000;
-    while (completed < jobs) {
-      if (Date.now() > deadline) throw new Error(`bare Bull: only ${completed}/${jobs} jobs completed in 120 s`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const t0 = await addAll(jobs, warmupJobs + jobs);
     const seconds = (lastAt - t0) / 1000;
     const producerCpu = process.cpuUsage(producerCpu0);
     const { redisMs } = await services();
@@ -85,6 +94,7 @@ export async function measureBareBull(
       workerCpuMsPerJob: workerCpu === null || workerCpu0 === null ? null : (workerCpu - workerCpu0) / jobs,
       producerCpuMsPerJob: (producerCpu.user + producerCpu.system) / 1000 / jobs,
       redisCpuMsPerJob: redisMs / jobs,
+      warmup: { jobs: warmupJobs, jobsPerSec: warmupPerSec },
     };
   } finally {
     await producer.close();

@@ -85,6 +85,8 @@ async function main(): Promise<void> {
   const openWarmup = knob('BENCH_OPEN_WARMUP', 5, 0);
   const dispatchRuns = knob('BENCH_DISPATCH_RUNS', 10000);
   const dispatchBatch = knob('BENCH_DISPATCH_BATCH', 100);
+  const warmupPercent = knob('BENCH_WARMUP_PERCENT', 50, 0);
+  const warmup = (n: number) => Math.round((n * warmupPercent) / 100);
   if (dispatchBatch > 100) throw new Error(`BENCH_DISPATCH_BATCH must be at most 100, got ${dispatchBatch}`);
   const profileDir = process.env.BENCH_WORKER_PROFILE_DIR;
   const tag = `bench_${Date.now().toString(36)}_${randomBytes(2).toString('hex')}`;
@@ -119,8 +121,8 @@ async function main(): Promise<void> {
     const bare: BareBullResult[] = [];
     const bareNoop = async (when: string) => {
       log(`bare Bull (${when}): ${bareJobs} no-op jobs, concurrency ${concurrency}, ${producers} adds in flight`);
-      const b = await measureBareBull(config, bareJobs, producers);
-      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s`);
+      const b = await measureBareBull(config, bareJobs, producers, 'noop', warmup(bareJobs));
+      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s (warm-up ${b.warmup.jobsPerSec?.toFixed(0) ?? '—'})`);
       bare.push(b);
     };
     let bareLocked: BareBullResult | undefined;
@@ -128,7 +130,7 @@ async function main(): Promise<void> {
       await bareNoop('before');
       // The rung between bare Bull and a guarded run: the same jobs, each under its run lock.
       log(`bare Bull + run lock: ${bareJobs} jobs, each taking and releasing its run lock`);
-      bareLocked = await measureBareBull(config, bareJobs, producers, 'lock');
+      bareLocked = await measureBareBull(config, bareJobs, producers, 'lock', warmup(bareJobs));
       log(`  ${bareLocked.jobsPerSec.toFixed(0)} jobs/s`);
     }
 
@@ -139,7 +141,15 @@ async function main(): Promise<void> {
       log(
         `graphile-worker (${when}): ${graphileJobs} jobs each added twice with one job_key, ${producers} pairs in flight, concurrency ${concurrency}`,
       );
-      const g = await measureGraphile(databaseUrl, base.redis.url, graphileJobs, producers, concurrency, when);
+      const g = await measureGraphile(
+        databaseUrl,
+        base.redis.url,
+        graphileJobs,
+        producers,
+        concurrency,
+        when,
+        warmup(graphileJobs),
+      );
       log(`  ${g.jobsPerSec.toFixed(0)} jobs/s, executed twice ${g.duplicatesExecuted}, never executed ${g.lost}`);
       graphile.push(g);
     };
@@ -165,6 +175,7 @@ async function main(): Promise<void> {
       const create = (projectId: string, requirement: string) => runs.create({ projectId, requirement });
       runsCreatedPerSec = 0;
       for (const workers of [1, 2]) {
+        const warm = await createRuns(create, projectIds, warmup(runsPerPhase), producers);
         const batch = await createRuns(create, projectIds, runsPerPhase, producers);
         runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
         log(
@@ -183,9 +194,10 @@ async function main(): Promise<void> {
           },
           batch.ids,
           workers,
+          warm.ids,
         );
         log(
-          `  ${g.runsPerSec.toFixed(0)} runs/s, duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement, ${g.claimsPerRoundTrip.toFixed(2)} claims per round trip`,
+          `  ${g.runsPerSec.toFixed(0)} runs/s (warm-up ${g.warmup.runsPerSec?.toFixed(0) ?? '—'}), duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement, ${g.claimsPerRoundTrip.toFixed(2)} claims per round trip`,
         );
         guarded.push(g);
       }
@@ -215,8 +227,8 @@ async function main(): Promise<void> {
     // rates swing with the machine (a neighbour, the page cache), and one sample skews the ratio.
     const forking = async (when: string) => {
       log(`bare Bull forking sh -c true (${when}): ${fullRuns} jobs, concurrency ${concurrency}`);
-      const b = await measureBareBull(config, fullRuns, producers, 'fork');
-      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s`);
+      const b = await measureBareBull(config, fullRuns, producers, 'fork', warmup(fullRuns));
+      log(`  ${b.jobsPerSec.toFixed(0)} jobs/s (warm-up ${b.warmup.jobsPerSec?.toFixed(0) ?? '—'})`);
       bareFork.push(b);
     };
     if (has('fullpath')) {
@@ -229,9 +241,10 @@ async function main(): Promise<void> {
         producers,
         profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
         process.env.BENCH_FULL_TIMELINE === '1',
+        warmup(fullRuns),
       );
       log(
-        `  ${fullPath.runsPerSec.toFixed(0)} runs/s, not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,
+        `  ${fullPath.runsPerSec.toFixed(0)} runs/s (warm-up ${fullPath.warmup.runsPerSec?.toFixed(0) ?? '—'}), not succeeded ${fullPath.notSucceeded}, duplicates ${fullPath.duplicatesExecuted}`,
       );
       const { cpuMsPerRun: cpu, workerLoopDelayMs: lag } = fullPath;
       log(
@@ -307,6 +320,7 @@ async function main(): Promise<void> {
         openWarmup,
         dispatchRuns,
         dispatchBatch,
+        warmupPercent,
       },
     });
     const dir = resolve(__dirname, '../../bench/results');
@@ -317,7 +331,13 @@ async function main(): Promise<void> {
     // Exactly one of each pair of dispatches accepted, every run SUCCESS once with one outbox row.
     const broken =
       report.duplicatesExecuted > 0 ||
-      guarded.some((g) => g.notSucceeded > 0 || g.outboxMismatches > 0 || g.dispatchAccepted !== g.runs) ||
+      guarded.some(
+        (g) =>
+          g.notSucceeded > 0 ||
+          g.outboxMismatches > 0 ||
+          g.dispatchAccepted !== g.runs ||
+          g.warmup.dispatchAccepted !== g.warmup.runs,
+      ) ||
       (fullPath !== undefined && fullPath.notSucceeded > 0) ||
       (dispatch !== undefined && dispatch.single.mismatches + dispatch.bulk.mismatches > 0) ||
       intake?.mismatch;

@@ -15,7 +15,7 @@ export interface FullPathResult {
   runs: number;
   seconds: number;
   runsPerSec: number;
-  /** Runs not SUCCESS at the end, and runs that started more than one attempt. */
+  /** Runs not SUCCESS at the end, and runs that started more than one attempt (the warm-up's included). */
   notSucceeded: number;
   duplicatesExecuted: number;
   /** The worker process alone, and its command host (its forks of the commands in it) apart. */
@@ -25,6 +25,8 @@ export interface FullPathResult {
    * scrape resets): how long a due timer — a lock heartbeat among them — waited, in ms.
    */
   workerLoopDelayMs: { p99: number; max: number } | null;
+  /** Runs through the same processes before the clock started, and their own rate (the cold start). */
+  warmup: { runs: number; runsPerSec: number | null };
 }
 
 /** The worker's event-loop delay since its previous scrape (p99 and max, in ms), from /metrics. */
@@ -98,6 +100,7 @@ export async function measureFullPath(
   producers: number,
   workerNodeArgs: string[] = [],
   timeline = false,
+  warmupRuns = 0,
 ): Promise<FullPathResult> {
   const shellEnv = { ...env, RUN_EXECUTOR: 'shell', ORCHESTRATOR_COMMAND: 'true', RUN_AS_USER: 'same' };
   const api = await startApp({ ...shellEnv, APP_ROLE: 'api' });
@@ -118,38 +121,58 @@ export async function measureFullPath(
       if (p.status !== 201 || !p.json.id) throw new Error(`full path: create project answered ${p.status}`);
       projects.push(p.json.id);
     }
-    const ids: string[] = [];
+    // Runs created and dispatched over HTTP, `producers` calls in flight; resolves with the ids once
+    // each of them finished (or two minutes passed: what is left counts as not succeeded).
+    const createAll = async (n: number, label: string): Promise<string[]> => {
+      const ids: string[] = [];
+      await pool(n, producers, async (i) => {
+        const r = await call(agent, api.port, apiKey, `/api/projects/${projects[i % projects.length]}/runs`, {
+          requirement: `${label} ${i}`,
+          dispatch: true,
+        });
+        if (r.status !== 201 || !r.json.id) throw new Error(`full path: create run answered ${r.status}`);
+        ids.push(r.json.id);
+      });
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const { rows } = await pg.query(
+          `SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status NOT IN ('SUCCESS', 'FAILED')`,
+          [ids],
+        );
+        if (rows[0].n === 0 || Date.now() > deadline) return ids;
+        await sleep(100);
+      }
+    };
+    const lastFinished = async (ids: string[]): Promise<number> => {
+      const { rows } = await pg.query(
+        `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`,
+        [ids],
+      );
+      return Number(rows[0].last);
+    };
+    // The warm-up: the same load through the same processes, not measured (code V8 has not
+    // optimised yet, pools still growing). Its runs are checked like the measured ones.
+    let warmIds: string[] = [];
+    let warmupPerSec: number | null = null;
+    if (warmupRuns > 0) {
+      const w0 = Date.now();
+      warmIds = await createAll(warmupRuns, 'warm-up');
+      warmupPerSec = (warmupRuns / ((await lastFinished(warmIds)) - w0)) * 1000;
+    }
     const api0 = cpuMs(api.child.pid);
     const worker0 = cpuMs(worker.child.pid);
     const host = hostPid(worker.child.pid);
     const host0 = cpuMs(host);
     await loopDelayMs(worker.port); // resets the worker's histogram: from here on
     const t0 = Date.now();
-    await pool(runs, producers, async (i) => {
-      const r = await call(agent, api.port, apiKey, `/api/projects/${projects[i % projects.length]}/runs`, {
-        requirement: `full path ${i}`,
-        dispatch: true,
-      });
-      if (r.status !== 201 || !r.json.id) throw new Error(`full path: create run answered ${r.status}`);
-      ids.push(r.json.id);
-    });
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      const { rows } = await pg.query(
-        `SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status NOT IN ('SUCCESS', 'FAILED')`,
-        [ids],
-      );
-      if (rows[0].n === 0 || Date.now() > deadline) break;
-      await sleep(100);
-    }
+    const ids = await createAll(runs, 'full path');
     const { rows } = await pg.query(
-      `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last,
-              count(*) FILTER (WHERE status <> 'SUCCESS')::int AS not_succeeded,
+      `SELECT count(*) FILTER (WHERE status <> 'SUCCESS')::int AS not_succeeded,
               coalesce(sum(greatest(attempts - 1, 0)), 0)::int AS extra
          FROM runs WHERE id = ANY($1)`,
-      [ids],
+      [[...warmIds, ...ids]],
     );
-    const seconds = (Number(rows[0].last) - t0) / 1000;
+    const seconds = ((await lastFinished(ids)) - t0) / 1000;
     if (timeline) await printTimeline(pg, ids, t0);
     const workerLoopDelayMs = await loopDelayMs(worker.port);
     const api1 = cpuMs(api.child.pid);
@@ -167,6 +190,7 @@ export async function measureFullPath(
         host: host0 === null || host1 === null ? null : (host1 - host0) / runs,
       },
       workerLoopDelayMs,
+      warmup: { runs: warmupRuns, runsPerSec: warmupPerSec },
     };
   } finally {
     agent.destroy();

@@ -22,6 +22,8 @@ export interface GraphileResult {
   workerCpuMsPerJob: number | null;
   producerCpuMsPerJob: number;
   postgresCpuMsPerJob: number | null;
+  /** Jobs run through the same consumer before the clock started, and their own rate (the cold start). */
+  warmup: { jobs: number; jobsPerSec: number | null };
 }
 
 export async function measureGraphile(
@@ -31,6 +33,7 @@ export async function measureGraphile(
   producers: number,
   concurrency: number,
   phase: string,
+  warmupJobs = 0,
 ): Promise<GraphileResult> {
   const schema = `gw_${phase}`;
   const child = fork(resolve(__dirname, 'graphile-worker-process.js'), [], {
@@ -55,25 +58,33 @@ export async function measureGraphile(
     await pg.connect();
     const utils = await makeWorkerUtils({ connectionString: databaseUrl, schema, maxPoolSize: producers * 2 + 2 });
     try {
+      // Jobs [from, from + n), each added twice with its job_key; resolves with the first add's
+      // time once every job ran and none is left queued (a duplicate may still be waiting).
+      const addAll = async (from: number, n: number): Promise<number> => {
+        const start = Date.now();
+        await pool(n, producers, async (i) => {
+          const add = () => utils.addJob('bench', { n: from + i }, { jobKey: `job-${from + i}` });
+          await Promise.all([add(), add()]);
+        });
+        const deadline = Date.now() + 120_000;
+        for (;;) {
+          if (state.distinct >= from + n) {
+            const { rows } = await pg.query(`SELECT count(*)::int AS n FROM "${schema}".jobs`);
+            if (rows[0].n === 0) break;
+          }
+          if (Date.now() > deadline) break;
+          await sleep(50);
+        }
+        await sleep(100); // the last report
+        return start;
+      };
+      // The warm-up: the same load through the same consumer, not measured.
+      const warmStart = warmupJobs > 0 ? await addAll(0, warmupJobs) : 0;
+      const warmupPerSec = warmupJobs > 0 ? warmupJobs / ((state.lastAt - warmStart) / 1000) : null;
       const workerCpu0 = cpuMs(child.pid);
       const producerCpu0 = process.cpuUsage();
       const services = await serviceCpu(databaseUrl, redisUrl);
-      const t0 = Date.now();
-      await pool(jobs, producers, async (n) => {
-        const add = () => utils.addJob('bench', { n }, { jobKey: `job-${n}` });
-        await Promise.all([add(), add()]);
-      });
-      const deadline = Date.now() + 120_000;
-      // Done when every job ran and none is left queued (a duplicate may still be waiting).
-      for (;;) {
-        if (state.distinct >= jobs) {
-          const { rows } = await pg.query(`SELECT count(*)::int AS n FROM "${schema}".jobs`);
-          if (rows[0].n === 0) break;
-        }
-        if (Date.now() > deadline) break;
-        await sleep(50);
-      }
-      await sleep(100); // the last report
+      const t0 = await addAll(warmupJobs, jobs);
       const seconds = (state.lastAt - t0) / 1000;
       const producerCpu = process.cpuUsage(producerCpu0);
       const { postgresMs } = await services();
@@ -83,11 +94,12 @@ export async function measureGraphile(
         seconds,
         jobsPerSec: jobs / seconds,
         duplicatesExecuted: state.total - state.distinct,
-        lost: jobs - state.distinct,
+        lost: warmupJobs + jobs - state.distinct,
         workerPeakRssMb: peakRssMb(child.pid),
         workerCpuMsPerJob: workerCpu === null || workerCpu0 === null ? null : (workerCpu - workerCpu0) / jobs,
         producerCpuMsPerJob: (producerCpu.user + producerCpu.system) / 1000 / jobs,
         postgresCpuMsPerJob: postgresMs === null ? null : postgresMs / jobs,
+        warmup: { jobs: warmupJobs, jobsPerSec: warmupPerSec },
       };
     } finally {
       await utils.release();

@@ -18,9 +18,9 @@ export interface GuardedResult {
   dispatchSeconds: number;
   /** Dispatch calls answered 202; must equal `runs` (the twin call gets a 409). */
   dispatchAccepted: number;
-  /** Runs not SUCCESS at the end (lost or stuck). */
+  /** Runs not SUCCESS at the end (lost or stuck), the warm-up's included. */
   notSucceeded: number;
-  /** Executions beyond the first, summed over runs (claims to RUNNING and attempts above 1). */
+  /** Executions beyond the first, summed over runs (claims to RUNNING and attempts above 1), the warm-up's included. */
   duplicatesExecuted: number;
   /** Runs without exactly one outbox row. */
   outboxMismatches: number;
@@ -36,6 +36,11 @@ export interface GuardedResult {
   /** Finalizes per finalize statement (group commit), from the workers' /metrics. */
   finalizesPerStatement: number;
   claimsPerRoundTrip: number;
+  /**
+   * Runs dispatched (each twice) and executed by the same worker processes before the clock started,
+   * their own rate (the cold start: code not yet optimised, pools growing) and their 202s.
+   */
+  warmup: { runs: number; runsPerSec: number | null; dispatchAccepted: number };
 }
 
 export interface GuardedSetup {
@@ -49,42 +54,52 @@ export interface GuardedSetup {
   workerNodeArgs?: string[];
 }
 
-export async function measureGuarded(s: GuardedSetup, runIds: string[], workers: number): Promise<GuardedResult> {
+export async function measureGuarded(
+  s: GuardedSetup,
+  runIds: string[],
+  workers: number,
+  warmIds: string[] = [],
+): Promise<GuardedResult> {
   const procs: AppProcess[] = [];
   try {
     for (const p of await Promise.all(Array.from({ length: workers }, () => startApp(s.workerEnv, s.workerNodeArgs))))
       procs.push(p);
-    let accepted = 0;
+    // Two dispatches of the same run at once: the producer guard or the conditional
+    // PENDING→QUEUED must turn one of them away, and the run must still execute once.
+    const dispatchPairs = async (ids: string[]): Promise<number> => {
+      let accepted = 0;
+      await pool(ids.length, s.producerConcurrency, async (i) => {
+        const answers = await Promise.all([
+          s.dispatcher.dispatchOrRefuse(ids[i]),
+          s.dispatcher.dispatchOrRefuse(ids[i]),
+        ]);
+        accepted += answers.filter((a) => 'status' in a).length;
+      });
+      return accepted;
+    };
+    // The warm-up: the same load through the same processes, not measured (code V8 has not
+    // optimised yet, pools still growing). Its runs are checked like the measured ones.
+    let warmup: GuardedResult['warmup'] = { runs: 0, runsPerSec: null, dispatchAccepted: 0 };
+    if (warmIds.length > 0) {
+      const w0 = Date.now();
+      const dispatchAccepted = await dispatchPairs(warmIds);
+      await settled(s.ds, warmIds);
+      warmup = {
+        runs: warmIds.length,
+        runsPerSec: (warmIds.length / ((await lastFinished(s.ds, warmIds)) - w0)) * 1000,
+        dispatchAccepted,
+      };
+    }
+    const finalizes0 = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_finalize_batch_size')));
+    const claims0 = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_claim_batch_size')));
     const workerCpu0 = procs.map((p) => cpuMs(p.child.pid));
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(s.databaseUrl, s.redisUrl);
     const t0 = Date.now();
-    // Two dispatches of the same run at once: the producer guard or the conditional
-    // PENDING→QUEUED must turn one of them away, and the run must still execute once.
-    await pool(runIds.length, s.producerConcurrency, async (i) => {
-      const answers = await Promise.all([
-        s.dispatcher.dispatchOrRefuse(runIds[i]),
-        s.dispatcher.dispatchOrRefuse(runIds[i]),
-      ]);
-      accepted += answers.filter((a) => 'status' in a).length;
-    });
+    const accepted = await dispatchPairs(runIds);
     const dispatchSeconds = (Date.now() - t0) / 1000;
-    const deadline = Date.now() + 120_000;
-    // The phase's runs are the only unfinished ones in the scratch database. A cheap poll, and not
-    // a frequent one: the clock stops at finished_at, not at the poll.
-    for (;;) {
-      const [{ n }] = await s.ds.query(
-        `SELECT count(*)::int AS n FROM runs WHERE status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')`,
-      );
-      if (n === 0) break;
-      if (Date.now() > deadline) break; // counted below as not succeeded
-      await sleep(100);
-    }
-    const [{ last }] = await s.ds.query(
-      `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`,
-      [runIds],
-    );
-    const seconds = (Number(last) - t0) / 1000;
+    await settled(s.ds, runIds);
+    const seconds = ((await lastFinished(s.ds, runIds)) - t0) / 1000;
     const producerCpu = process.cpuUsage(producerCpu0);
     const { postgresMs, redisMs } = await services();
     const workerCpu = procs.map((p, i) => (workerCpu0[i] === null ? null : cpuMs(p.child.pid)! - workerCpu0[i]!));
@@ -92,7 +107,7 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
     const workerPeakRssMb = procs.map((p) => p.peakRssMb());
     const finalizes = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_finalize_batch_size')));
     const claims = await Promise.all(procs.map((p) => batchSizes(p.port, 'onceflow_claim_batch_size')));
-    const check = await verify(s.ds, runIds);
+    const check = await verify(s.ds, [...warmIds, ...runIds]);
     return {
       workers,
       runs: runIds.length,
@@ -106,12 +121,46 @@ export async function measureGuarded(s: GuardedSetup, runIds: string[], workers:
       producerCpuMsPerRun: (producerCpu.user + producerCpu.system) / 1000 / runIds.length,
       postgresCpuMsPerRun: postgresMs === null ? null : postgresMs / runIds.length,
       redisCpuMsPerRun: redisMs / runIds.length,
-      finalizesPerStatement: perStatement(finalizes),
-      claimsPerRoundTrip: perStatement(claims),
+      finalizesPerStatement: perStatement(since(finalizes, finalizes0)),
+      claimsPerRoundTrip: perStatement(since(claims, claims0)),
+      warmup,
     };
   } finally {
     await Promise.all(procs.map((p) => p.stop()));
   }
+}
+
+/**
+ * Waits until none of `ids` is unfinished: a cheap poll, and not a frequent one (the clock stops at
+ * finished_at, not at the poll). After two minutes it gives up: what is left counts as not succeeded.
+ */
+async function settled(ds: DataSource, ids: string[]): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const [{ n }] = await ds.query(
+      `SELECT count(*)::int AS n FROM runs WHERE id = ANY($1) AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')`,
+      [ids],
+    );
+    if (n === 0 || Date.now() > deadline) return;
+    await sleep(100);
+  }
+}
+
+/** When the last of `ids` finished, in ms since the epoch. */
+async function lastFinished(ds: DataSource, ids: string[]): Promise<number> {
+  const [{ last }] = await ds.query(
+    `SELECT (EXTRACT(EPOCH FROM max(finished_at)) * 1000)::float8 AS last FROM runs WHERE id = ANY($1)`,
+    [ids],
+  );
+  return Number(last);
+}
+
+/** Histogram counts of the measured window: the figures now less those before it. */
+function since(
+  now: Array<{ statements: number; rows: number }>,
+  before: Array<{ statements: number; rows: number }>,
+): Array<{ statements: number; rows: number }> {
+  return now.map((b, i) => ({ statements: b.statements - before[i].statements, rows: b.rows - before[i].rows }));
 }
 
 /** A worker's batched statements and the requests they carried, from one batch-size histogram. */

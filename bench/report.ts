@@ -67,8 +67,12 @@ function meanBare(runs: BareBullResult[]): BareBullResult | undefined {
     workerCpuMsPerJob: workers.includes(null) ? null : mean(workers as number[])!,
     producerCpuMsPerJob: avg((b) => b.producerCpuMsPerJob),
     redisCpuMsPerJob: avg((b) => b.redisCpuMsPerJob),
+    warmup: { jobs: avg((b) => b.warmup.jobs), jobsPerSec: meanOf(runs.map((b) => b.warmup.jobsPerSec)) ?? null },
   };
 }
+
+/** The mean of the figures that were taken (a warm-up that did not run has none). */
+const meanOf = (xs: Array<number | null>) => mean(xs.filter((x): x is number => x !== null));
 
 function target(
   name: string,
@@ -202,6 +206,18 @@ export function buildReport(i: BenchInputs) {
     guardedRunsPerSecTwoWorkers: r(two?.runsPerSec),
     runsCreatedPerSec: r(i.runsCreatedPerSec),
     fullPathRunsPerSec: r(i.fullPath?.runsPerSec),
+    // The warm-ups' own rates: the same load through the same fresh processes before each clock
+    // started (V8 still compiling, pools growing). Not a target; shown so the cold start is not hidden.
+    coldStart: {
+      guardedRunsPerSec: i.guarded.map((g) => r(g.warmup.runsPerSec)),
+      bareBullJobsPerSec: r(meanOf(i.bare.map((b) => b.warmup.jobsPerSec))),
+      fullPathRunsPerSec: r(i.fullPath?.warmup.runsPerSec),
+      bareBullForkJobsPerSec: r(meanOf(i.bareFork.map((b) => b.warmup.jobsPerSec))),
+      fullPathRatio: r(
+        div(i.fullPath?.warmup.runsPerSec ?? undefined, meanOf(i.bareFork.map((b) => b.warmup.jobsPerSec))),
+        2,
+      ),
+    },
     // CPU per run, steadier than rates on a shared machine: where a run's cost goes.
     cpuMsPerGuardedRun: cpu && {
       worker: r(cpu.worker, 3),
@@ -295,6 +311,15 @@ export function printTable(rep: BenchReport): void {
     line(
       '  bare Bull forking, before / after the full path',
       rep.bareBullForkJobsPerSecEach.length ? rep.bareBullForkJobsPerSecEach.map((v) => show(v)).join(' / ') : '—',
+    ),
+    line(`cold start (the ${rep.sizes.warmupPercent ?? 0} % warm-ups, not measured):`, ''),
+    line(
+      '  guarded runs/s (1 / 2 workers), bare Bull jobs/s',
+      `${rep.coldStart.guardedRunsPerSec.map((v) => show(v)).join(' / ') || '—'}, ${show(rep.coldStart.bareBullJobsPerSec)}`,
+    ),
+    line(
+      '  full path runs/s ÷ bare Bull forking jobs/s',
+      `${show(rep.coldStart.fullPathRunsPerSec)} ÷ ${show(rep.coldStart.bareBullForkJobsPerSec)} = ${show(rep.coldStart.fullPathRatio, 2)}`,
     ),
     line(
       'intake deliveries/s / HTTP ceiling (c=64)',

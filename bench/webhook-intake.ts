@@ -20,7 +20,7 @@ import { cpuMs, dropDatabase, dropRedisPrefix, load, pct, serviceCpu, startApp, 
 
 export const INTAKE_CONCURRENCY = 64;
 const DURATION_MS = 10_000;
-const WARMUP_MS = 1_000;
+const WARMUP_MS = 5_000;
 export const DUPLICATE_SHARE = 0.8;
 const PLANE_PROJECTS = 4;
 const SINGLE_MS = 3_000;
