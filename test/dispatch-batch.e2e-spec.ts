@@ -109,19 +109,48 @@ describe('dispatch batches (group commit)', () => {
     }
   });
 
-  it('two dispatches of one run in one turn go to separate batches: one queues it, the other is refused', async () => {
+  it('two dispatches of one run in one turn: one queues it, the twin is refused in this process, in no batch', async () => {
     const project = await insertProject(50);
     const [run, other] = await pending(project.id, 2);
     await batches();
     const outcomes = await dispatchAll([run, other, run]);
-    expect(await batches()).toEqual({ statements: 2, rows: 3 });
-    const won = outcomes[0].status === 'fulfilled' ? 0 : 2;
-    await expectQueuedOnce(run, outcomes[won]);
-    expect(outcomes[2 - won]).toMatchObject({
-      status: 'rejected',
-      reason: expect.objectContaining({ code: expect.stringMatching(/^(DISPATCH_IN_PROGRESS|RUN_NOT_DISPATCHABLE)$/) }),
-    });
+    expect(await batches()).toEqual({ statements: 1, rows: 2 });
+    await expectQueuedOnce(run, outcomes[0]);
+    expect(outcomes[2]).toMatchObject(refused('DISPATCH_IN_PROGRESS', 'already in progress'));
     await expectQueuedOnce(other, outcomes[1]);
+  });
+
+  it('a storm of one run from one process: one guard round trip in all, every twin refused without one', async () => {
+    const project = await insertProject(50);
+    const [run] = await pending(project.id, 1);
+    const redis = (
+      t.app.get<LockService>(LOCK_SERVICE) as unknown as { redis: { evalsha: (...a: unknown[]) => unknown } }
+    ).redis;
+    const evalsha = redis.evalsha.bind(redis);
+    const scripts: unknown[][] = [];
+    redis.evalsha = (...args: unknown[]) => {
+      scripts.push(args);
+      return evalsha(...args);
+    };
+    try {
+      // Twins in the same turn, and twins while the first is already out (a later turn).
+      const first = dispatchAll(Array.from({ length: 10 }, () => run));
+      await new Promise((r) => setImmediate(r));
+      const later = await dispatchAll(Array.from({ length: 10 }, () => run));
+      const outcomes = [...(await first), ...later];
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+      for (const o of outcomes.filter((x) => x.status === 'rejected')) {
+        expect(o).toMatchObject(refused('DISPATCH_IN_PROGRESS', 'already in progress'));
+      }
+      await expectQueuedOnce(run, outcomes[0]);
+      // The first dispatch's guard taken and left: two scripts, each naming this run's guard alone.
+      expect(scripts).toHaveLength(2);
+      for (const args of scripts) expect(args.filter((a) => String(a).endsWith(dispatchGuardKey(run)))).toHaveLength(1);
+    } finally {
+      redis.evalsha = evalsha;
+    }
+    // Once answered, the run is no longer in flight here: the next dispatch reaches Postgres.
+    expect(await dispatcher.dispatchOrRefuse(run)).toMatchObject({ code: 'RUN_NOT_DISPATCHABLE' });
   });
 
   it('dispatchOrRefuse answers a twin dispatch with the refusal as a value, the same code and message dispatch() throws', async () => {

@@ -6,7 +6,14 @@ import { isTransientDbError, pgErrorCode } from '../database/pg-errors';
 import { BulkDispatchService } from './bulk-dispatch.service';
 import { BULK_DISPATCH_MAX } from './dto/bulk-dispatch.dto';
 import { DISPATCH_GUARD_TTL_MS, dispatchGuardKey, whyNotDispatchable } from './dispatch-rules';
-import { dispatchInProgress, runNotFound, RunsError, RunsErrorCode, RunsRefusal } from './runs.errors';
+import {
+  DISPATCH_IN_PROGRESS,
+  dispatchInProgress,
+  runNotFound,
+  RunsError,
+  RunsErrorCode,
+  RunsRefusal,
+} from './runs.errors';
 import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
@@ -29,11 +36,18 @@ import { RunsRepository } from './runs.repository';
  * burst of requests, a producer dispatching many runs) go out as ONE bulk dispatch — one pipelined
  * guard round trip, one conditional statement, one addBulk — and each caller still gets its own
  * answer, the one its dispatch alone would have had (BulkDispatchService answers per run).
+ *
+ * A dispatch of a run that this process is dispatching already (a double click, a client's retry,
+ * a storm) is refused here, as the run's guard would refuse it: the first holds that guard, or is
+ * about to take it ahead of the twin on the same connection, until its answer. So a twin costs no
+ * batch and no round trip; across processes the guard and Postgres decide, as before.
  */
 @Injectable()
 export class DispatchService {
   private readonly logger = new Logger(DispatchService.name);
   private readonly batcher: Batcher<string, BulkDispatchItem>;
+  /** Runs with a dispatch from this process in flight (lower case). */
+  private readonly inFlight = new Set<string>();
 
   constructor(
     private readonly runs: RunsRepository,
@@ -68,8 +82,18 @@ export class DispatchService {
    */
   async dispatchOrRefuse(runId: string): Promise<DispatchView | RunsRefusal> {
     // Postgres spells a UUID in lower case; the batch's items are matched by it.
-    const item = await this.batcher.submit(runId.toLowerCase());
-    return 'error' in item ? item.error : item;
+    const id = runId.toLowerCase();
+    if (this.inFlight.has(id)) {
+      this.metrics.duplicate('producer_guard');
+      return DISPATCH_IN_PROGRESS;
+    }
+    this.inFlight.add(id);
+    try {
+      const item = await this.batcher.submit(id);
+      return 'error' in item ? item.error : item;
+    } finally {
+      this.inFlight.delete(id);
+    }
   }
 
   /** FAILED → QUEUED: a new attempt series (attempts start again from zero). */
