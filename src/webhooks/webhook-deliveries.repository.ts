@@ -62,19 +62,11 @@ export interface DeliveryRow {
  */
 export const STALE_ACCEPTED_MS = 60_000;
 
-/** $1–$9 the delivery, $10 STALE_ACCEPTED_MS. `stale`: accepted, untouched for that long (see takeOver). */
-const RECORD_DELIVERY = `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-  ON CONFLICT ON CONSTRAINT ${UQ_WEBHOOK_DELIVERIES_DEDUPE} DO UPDATE
-     SET duplicate_count = webhook_deliveries.duplicate_count + 1, last_duplicate_at = now()
-  RETURNING id, status, duplicate_count = 0 AS inserted,
-            status = 'accepted' AND updated_at < now() - $10 * interval '1 millisecond' AS stale`;
-
 /**
- * RECORD_DELIVERY for several deliveries of distinct dedupe keys: $1 a JSON array of the rows, $2
- * STALE_ACCEPTED_MS. In dedupe-key order, so two batches that share keys take their locks in the
- * same order and never deadlock. A key twice in one statement would be an error ("cannot affect
- * row a second time"): the caller never sends one twice.
+ * Records deliveries of distinct dedupe keys: $1 a JSON array of the rows, $2 STALE_ACCEPTED_MS
+ * (`stale`: accepted, untouched for that long; see takeOver). In dedupe-key order, so two batches
+ * that share keys take their locks in the same order and never deadlock. A key twice in one
+ * statement would be an error ("cannot affect row a second time"): the caller never sends one twice.
  */
 const RECORD_DELIVERIES = `INSERT INTO webhook_deliveries (provider, dedupe_key, external_delivery_id, payload_version, event, action, work_item_id, actor_id, payload)
   SELECT d.provider, d.dedupe_key, d.external_delivery_id, d.payload_version, d.event, d.action, d.work_item_id, d.actor_id, d.payload
@@ -105,41 +97,20 @@ export class WebhookDeliveriesRepository {
     private readonly statements: PgStatements,
   ) {}
 
-  /**
-   * The one statement on the hot path: insert, or — on a conflict on the dedupe key, a retry —
-   * bump the stored row's duplicate counter, in ONE round trip. `ON CONFLICT DO UPDATE` (not a
-   * DO NOTHING followed by a second statement) because under READ COMMITTED it locks and updates
-   * the latest committed row even when that row was committed after this statement's snapshot (a
-   * retry racing the first attempt): it always ends in exactly one of insert or bump, never in
-   * neither. `duplicate_count = 0` in the answer means this statement inserted the row. Prepared
-   * (named): Postgres plans it once per connection.
-   */
+  /** One delivery: recordMany() of one (a spooled delivery, processed on its own). */
   async record(d: NewDelivery): Promise<RecordResult> {
-    const [row] = await this.statements.preparedRows<{
-      id: string;
-      status: DeliveryStatus;
-      inserted: boolean;
-      stale: boolean;
-    }>(RECORD_DELIVERY, [
-      d.provider,
-      d.dedupeKey,
-      d.externalDeliveryId,
-      d.payloadVersion,
-      d.event,
-      d.action,
-      d.workItemId,
-      d.actorId,
-      d.payload,
-      STALE_ACCEPTED_MS,
-    ]);
-    if (!row) throw new Error(`delivery ${d.provider}:${d.dedupeKey} neither inserted nor bumped`);
-    if (row.inserted) return { kind: 'new', id: row.id };
-    return { kind: 'duplicate', id: row.id, status: row.status, takeOver: row.stale && (await this.takeOver(row.id)) };
+    return (await this.recordMany([d]))[0];
   }
 
   /**
-   * record() for several deliveries of distinct dedupe keys in ONE statement (DeliveryRecordBatch:
-   * the new deliveries of one turn of the event loop), each answered as record() would answer it.
+   * The one statement on the hot path, for the deliveries of distinct dedupe keys a process
+   * receives in one turn (DeliveryRecordBatch): each inserted, or — on a conflict on the dedupe
+   * key, a retry — its stored row's duplicate counter bumped, in ONE round trip. `ON CONFLICT DO
+   * UPDATE` (not a DO NOTHING followed by a second statement) because under READ COMMITTED it locks
+   * and updates the latest committed row even when that row was committed after this statement's
+   * snapshot (a retry racing the first attempt): each row always ends in exactly one of insert or
+   * bump, never in neither. `duplicate_count = 0` in the answer means this statement inserted the
+   * row. Prepared (named): Postgres plans it once per connection.
    */
   async recordMany(ds: NewDelivery[]): Promise<RecordResult[]> {
     const rows = await this.statements.preparedRows<{
