@@ -1,6 +1,4 @@
-import { InjectQueue } from '@nestjs/bull';
-import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { Queue } from 'bull';
+import { Inject, Injectable } from '@nestjs/common';
 import { Batcher } from '../common/batcher';
 import { isTransientDbError, pgErrorCode } from '../database/pg-errors';
 import { BulkDispatchService } from './bulk-dispatch.service';
@@ -18,12 +16,11 @@ import { LOCK_SERVICE } from '../locks/locks.tokens';
 import { WORKER_ID } from '../locks/locks.module';
 import { LockService } from '../locks/lock.service';
 import { MetricsService } from '../metrics/metrics.service';
-import { runJobId } from '../queues/job-ids';
-import { RUNS_QUEUE, RunJobData } from '../queues/queue-names';
 import { RunStatus } from './run-status';
 import { RunRow, RunTransitionsRepository } from './run-transitions.repository';
 import { BulkDispatchItem } from './bulk-dispatch.view';
 import { DispatchView } from './dispatch.view';
+import { EnqueueBatch } from './enqueue-batch';
 import { RunsRepository } from './runs.repository';
 
 /**
@@ -44,19 +41,18 @@ import { RunsRepository } from './runs.repository';
  */
 @Injectable()
 export class DispatchService {
-  private readonly logger = new Logger(DispatchService.name);
   private readonly batcher: Batcher<string, BulkDispatchItem>;
   /** Runs with a dispatch from this process in flight (lower case). */
   private readonly inFlight = new Set<string>();
 
   constructor(
     private readonly runs: RunsRepository,
-    @InjectQueue(RUNS_QUEUE) private readonly queue: Queue<RunJobData>,
     @Inject(LOCK_SERVICE) private readonly locks: LockService,
     private readonly transitions: RunTransitionsRepository,
     private readonly metrics: MetricsService,
     @Inject(WORKER_ID) private readonly workerId: string,
     bulk: BulkDispatchService,
+    private readonly enqueues: EnqueueBatch,
   ) {
     this.batcher = new Batcher(async (runIds) => (await bulk.dispatch(runIds)).items, {
       maxSize: BULK_DISPATCH_MAX,
@@ -133,15 +129,8 @@ export class DispatchService {
   }
 
   /** Adds the Bull job for a run already QUEUED in Postgres. Safe to repeat: same id, one job. */
-  async enqueue(row: Pick<RunRow, 'id' | 'dispatch_generation'>): Promise<DispatchView> {
-    const jobId = runJobId(row.id, row.dispatch_generation);
-    try {
-      await this.queue.add({ runId: row.id, generation: row.dispatch_generation }, { jobId });
-    } catch (err) {
-      // QUEUED in Postgres is the promise; the reconciler re-enqueues runs that have no job.
-      this.logger.error({ msg: 'enqueue failed; the reconciler will retry', runId: row.id, jobId, err: String(err) });
-    }
-    return { runId: row.id, status: RunStatus.QUEUED, jobId };
+  enqueue(row: Pick<RunRow, 'id' | 'dispatch_generation'>): Promise<DispatchView> {
+    return this.enqueues.enqueue(row);
   }
 
   private async refuse(runId: string, from: RunStatus[]): Promise<never> {
