@@ -21,6 +21,12 @@ export type DuplicateGuard =
 export class MetricsService {
   readonly registry = new Registry();
 
+  /** Requests per batch of a group commit: buckets by powers of two up to the batch's cap. */
+  private batchSize(name: string, help: string, max: 64 | 100): Histogram {
+    const buckets = [1, 2, 4, 8, 16, 32, 64, ...(max > 64 ? [max] : [])];
+    return new Histogram({ name, help, buckets, registers: [this.registry] });
+  }
+
   readonly duplicatesSuppressed = new Counter({
     name: 'onceflow_duplicates_suppressed_total',
     help: 'Duplicates stopped, by the guard that stopped them',
@@ -45,36 +51,31 @@ export class MetricsService {
     labelNames: ['to'] as const,
     registers: [this.registry],
   });
-  readonly finalizeBatchSize = new Histogram({
-    name: 'onceflow_finalize_batch_size',
-    help: 'Finalizes written by one statement (group commit of the finalizes a worker makes at once)',
-    buckets: [1, 2, 4, 8, 16, 32, 64],
-    registers: [this.registry],
-  });
-  readonly claimBatchSize = new Histogram({
-    name: 'onceflow_claim_batch_size',
-    help: 'Claims made by one round trip (group commit of the claims a worker makes at once)',
-    buckets: [1, 2, 4, 8, 16, 32, 64],
-    registers: [this.registry],
-  });
-  readonly dispatchBatchSize = new Histogram({
-    name: 'onceflow_dispatch_batch_size',
-    help: 'Single dispatches sent as one bulk dispatch (group commit of the dispatches a process makes at once)',
-    buckets: [1, 2, 4, 8, 16, 32, 64, 100],
-    registers: [this.registry],
-  });
-  readonly deliveryBatchSize = new Histogram({
-    name: 'onceflow_delivery_batch_size',
-    help: 'New webhook deliveries recorded by one statement (group commit of the deliveries a process receives at once)',
-    buckets: [1, 2, 4, 8, 16, 32, 64],
-    registers: [this.registry],
-  });
-  readonly enqueueBatchSize = new Histogram({
-    name: 'onceflow_enqueue_batch_size',
-    help: 'Jobs of committed QUEUED runs added by one Bull addBulk (the adds a process makes at once)',
-    buckets: [1, 2, 4, 8, 16, 32, 64, 100],
-    registers: [this.registry],
-  });
+  readonly finalizeBatchSize = this.batchSize(
+    'onceflow_finalize_batch_size',
+    'Finalizes written by one statement (group commit of the finalizes a worker makes at once)',
+    64,
+  );
+  readonly claimBatchSize = this.batchSize(
+    'onceflow_claim_batch_size',
+    'Claims made by one round trip (group commit of the claims a worker makes at once)',
+    64,
+  );
+  readonly dispatchBatchSize = this.batchSize(
+    'onceflow_dispatch_batch_size',
+    'Single dispatches sent as one bulk dispatch (group commit of the dispatches a process makes at once)',
+    100,
+  );
+  readonly deliveryBatchSize = this.batchSize(
+    'onceflow_delivery_batch_size',
+    'New webhook deliveries recorded by one statement (group commit of the deliveries a process receives at once)',
+    64,
+  );
+  readonly enqueueBatchSize = this.batchSize(
+    'onceflow_enqueue_batch_size',
+    'Jobs of committed QUEUED runs added by one Bull addBulk (the adds a process makes at once)',
+    100,
+  );
   readonly runDuration = new Histogram({
     name: 'onceflow_run_duration_seconds',
     help: 'Duration of one run attempt (command execution)',
