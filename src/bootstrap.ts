@@ -4,6 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { AppModule } from './app.module';
+import { OnceflowExpressAdapter } from './http/express-adapter';
 import { HttpErrorFilter } from './http/http-error.filter';
 import { openApiFrame } from './common/openapi';
 import { jsonBodyParser } from './common/json-body';
@@ -23,10 +24,14 @@ export function configureApp(app: NestExpressApplication, config: AppConfig): vo
 }
 
 export async function createApp(config: AppConfig): Promise<INestApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), {
-    rawBody: true,
-    bufferLogs: true,
-  });
+  const app = await NestFactory.create<NestExpressApplication>(
+    AppModule.register(config),
+    new OnceflowExpressAdapter(),
+    {
+      rawBody: true,
+      bufferLogs: true,
+    },
+  );
   configureApp(app, config);
   return app;
 }
