@@ -33,7 +33,7 @@ describe("requests are born with the Express app's prototypes", () => {
         ADMIN_PASSWORD: PASSWORD,
       }),
     );
-    express = t.app.getHttpAdapter().getInstance<Express>();
+    express = t.app.getHttpAdapter().getInstance() as Express;
   });
   beforeEach(() => {
     changed = [];
