@@ -49,6 +49,6 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # A bounded old generation: V8 otherwise grows the heap toward a limit sized from the host's memory,
 # and an API process under intake load sat at ~230-290 MB RSS for a live heap of ~50 MB. A 16 MB
-# young generation lets a request's objects die young (with 4 MB, a fifth of the API's CPU went to
-# collecting them): ~185 MB under the intake bench (docs/benchmarks.md). Same flags as npm start.
+# young generation lets more of a request's objects die young (~8 % of the API's CPU per delivery
+# against 4 MB): ~182 MB under the intake bench (docs/benchmarks.md). Same flags as npm start.
 CMD ["node", "--max-old-space-size=512", "--max-semi-space-size=16", "dist/src/main.js"]

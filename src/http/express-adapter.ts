@@ -18,8 +18,9 @@ import type { Express } from 'express';
  *
  * The classes are real subclasses (`extends`), not functions returning `Reflect.construct(…)`:
  * V8 treats those like the setPrototypeOf case. Their prototypes are put in front of the app's,
- * so every Express method, `req.app` included, is found as before; a mounted sub-app (Bull Board)
- * still swaps in its own prototypes for its requests and restores `app.request` after.
+ * so every Express method, `req.app` included, is found as before. A mounted sub-app (Bull Board)
+ * still swaps in its own prototypes for its requests (and Express swaps the app's back in if the
+ * sub-app passes a request on).
  *
  * Node's `createServer` takes the classes to instantiate; nothing else about the server changes.
  * The options onceflow never passes (HTTPS, 503 on closing, forced close) are refused, so that
