@@ -16,8 +16,9 @@
  * profiles of the worker processes, the full path's included), BENCH_FULL_TIMELINE (1: print the
  * full path's runs created / started / finished per half second), BENCH_DISPATCH_RUNS (runs dispatched
  * one per call, and as many again in bulk, default 10000), BENCH_DISPATCH_BATCH (runs per bulk call,
- * 1–100, default 100). The dispatch phase runs last: the runs it queues are never executed, and
- * would be by a later phase's workers.
+ * 1–100, default 100), BENCH_PG_STATEMENTS (1: what each guarded and intake phase's statements
+ * cost Postgres, from pg_stat_statements, bench/pg-statements.ts). The dispatch phase runs last:
+ * the runs it queues are never executed, and would be by a later phase's workers.
  */
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
@@ -39,6 +40,7 @@ import { GraphileResult, measureGraphile } from './graphile-worker';
 import { createRuns, GuardedResult, measureGuarded } from './guarded-runs';
 import { LockBenchResult, measureLocks } from './lock-bench';
 import { OpenLoopResult, runOpenLoopIntake } from './open-loop-intake';
+import { withPgStatements } from './pg-statements';
 import { buildReport, printTable } from './report';
 import { DispatchBenchResult, measureDispatch } from './dispatch-bench';
 import { dropDatabase, dropRedisPrefix, load, machine, peakRssMb, withDatabase } from './support';
@@ -181,20 +183,22 @@ async function main(): Promise<void> {
         log(
           `guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`,
         );
-        const g = await measureGuarded(
-          {
-            ds,
-            dispatcher,
-            databaseUrl,
-            redisUrl: base.redis.url,
-            workerEnv: { ...appEnv, APP_ROLE: 'worker' },
-            // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
-            workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
-            producerConcurrency: producers,
-          },
-          batch.ids,
-          workers,
-          warm.ids,
+        const g = await withPgStatements(databaseUrl, `guarded, ${workers} worker(s)`, log, () =>
+          measureGuarded(
+            {
+              ds,
+              dispatcher,
+              databaseUrl,
+              redisUrl: base.redis.url,
+              workerEnv: { ...appEnv, APP_ROLE: 'worker' },
+              // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
+              workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+              producerConcurrency: producers,
+            },
+            batch.ids,
+            workers,
+            warm.ids,
+          ),
         );
         log(
           `  ${g.runsPerSec.toFixed(0)} runs/s (warm-up ${g.warmup.runsPerSec?.toFixed(0) ?? '—'}), duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement, ${g.claimsPerRoundTrip.toFixed(2)} claims per round trip`,
@@ -256,7 +260,7 @@ async function main(): Promise<void> {
     let intake: IntakeResult | undefined;
     if (has('intake')) {
       log('webhook intake (closed loop, c=64)');
-      intake = await runIntakeBench(appEnv);
+      intake = await withPgStatements(databaseUrl, 'the intake', log, () => runIntakeBench(appEnv));
       process.stderr.write(`${formatIntake(intake)}\n`);
     }
     // After the closed loop: that one checks one task per body it sent, in a database without tasks.
