@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { MAX_DESCRIPTION_CHARS, TRUNCATED } from '../src/webhooks/plane-description';
 import { auth, closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
@@ -119,6 +120,22 @@ describe('Plane intake: signed but unusual input', () => {
   );
 
   /**
+   * The longest ping less the garbage collections that paused it. The app shares this process (and
+   * its heap) with the whole in-band test run: late in it, a mark-compact of that heap alone once
+   * held a ping past a second on a slow host. What the test is after is our own code blocking.
+   */
+  const slowestWithoutGc = (pings: Array<[number, number]>, gcs: PerformanceEntry[]) =>
+    Math.max(
+      ...pings.map(([at, end]) => {
+        const paused = gcs.reduce(
+          (sum, g) => sum + Math.max(0, Math.min(end, g.startTime + g.duration) - Math.max(at, g.startTime)),
+          0,
+        );
+        return end - at - paused;
+      }),
+    );
+
+  /**
    * A megabyte of HTML that is slow to parse (measured without the cap: `<b>` nested 350,000 deep
    * ~30 s, `<` a million times ~0.4 s here and minutes with the old regex) still becomes a task at
    * once, and the process keeps answering other requests meanwhile.
@@ -132,22 +149,28 @@ describe('Plane intake: signed but unusual input', () => {
     const body = createdWith(item, { description_html: html, description_stripped: null });
     expect(body.length).toBeLessThan(t.config.plane.bodyLimitBytes);
     let done = false;
+    const gcs: PerformanceEntry[] = [];
+    const gcObserver = new PerformanceObserver((list) => gcs.push(...list.getEntries()));
+    gcObserver.observe({ entryTypes: ['gc'] });
     const started = performance.now();
     const delivery = deliver(t, body).then((res) => {
       done = true;
       return res;
     });
-    const pings: number[] = [];
+    const pings: Array<[number, number]> = [];
     while (!done) {
       const at = performance.now();
       expect((await t.http.get('/health/live')).status).toBe(200);
-      pings.push(performance.now() - at);
+      pings.push([at, performance.now()]);
     }
     const res = await delivery;
     const took = performance.now() - started;
+    await new Promise((r) => setImmediate(r)); // the observer's last entries
+    gcObserver.disconnect();
     expect(res.status).toBe(202);
     expect(res.body).toMatchObject({ status: 'accepted' });
-    expect({ took: took < 2000, slowestPing: Math.max(...pings) < 1000 }).toEqual({ took: true, slowestPing: true });
+    const slowest = slowestWithoutGc(pings, gcs);
+    expect({ took: took < 2000, slowestPing: slowest < 1000 }).toEqual({ took: true, slowestPing: true });
     const { rows } = await db().query(
       `SELECT r.requirement FROM runs r JOIN tasks t ON t.id = r.task_id WHERE t.external_provider = 'plane' AND t.external_id = $1`,
       [item.id],
