@@ -41,14 +41,9 @@ export async function withPgStatements<T>(
   const pg = new Client({ connectionString: databaseUrl });
   await pg.connect();
   try {
-    try {
-      await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-      // This database's statements only: the bench process's own reads of other phases stay out.
-      await pg.query(
-        'SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)',
-      );
-    } catch (err) {
-      log(`  Postgres statements of ${label}: not available (${(err as Error).message})`);
+    const unavailable = await startCounting(pg);
+    if (unavailable) {
+      log(`  Postgres statements of ${label}: not available (${unavailable})`);
       return await phase();
     }
     const result = await phase();
@@ -60,6 +55,20 @@ export async function withPgStatements<T>(
     return result;
   } finally {
     await pg.end();
+  }
+}
+
+/** Zeroes this database's counters; answers why it cannot (the module not loaded), or null. */
+async function startCounting(pg: Client): Promise<string | null> {
+  try {
+    await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    // This database only: the server's other databases (it may be shared) keep their counters.
+    await pg.query(
+      'SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)',
+    );
+    return null;
+  } catch (err) {
+    return (err as Error).message;
   }
 }
 
