@@ -71,6 +71,26 @@ function meanBare(runs: BareBullResult[]): BareBullResult | undefined {
   };
 }
 
+/** CPU ms per run of a guarded phase, by process, and their sum (null when a part is unknown). */
+function cpuPerRun(g: GuardedResult) {
+  const parts = {
+    worker: g.workerCpuMsPerRun,
+    producer: g.producerCpuMsPerRun,
+    postgres: g.postgresCpuMsPerRun,
+    redis: g.redisCpuMsPerRun,
+  };
+  const known = Object.values(parts).filter((x): x is number => x !== null);
+  return { ...parts, total: known.length === 4 ? known.reduce((a, b) => a + b, 0) : null };
+}
+
+const rounded = (c: ReturnType<typeof cpuPerRun>) => ({
+  worker: r(c.worker, 3),
+  producer: r(c.producer, 3),
+  postgres: r(c.postgres, 3),
+  redis: r(c.redis, 3),
+  total: r(c.total, 3),
+});
+
 /** The mean of the figures that were taken (a warm-up that did not run has none). */
 const meanOf = (xs: Array<number | null>) => mean(xs.filter((x): x is number => x !== null));
 
@@ -89,15 +109,8 @@ function target(
 export function buildReport(i: BenchInputs) {
   const [one, two] = i.guarded;
   const graphileMean = mean(i.graphile.map((g) => g.jobsPerSec));
-  const cpu = one
-    ? {
-        worker: one.workerCpuMsPerRun,
-        producer: one.producerCpuMsPerRun,
-        postgres: one.postgresCpuMsPerRun,
-        redis: one.redisCpuMsPerRun,
-      }
-    : null;
-  const cpuTotal = cpu && !Object.values(cpu).includes(null) ? Object.values(cpu).reduce((a, b) => a! + b!, 0)! : null;
+  const cpu = one ? cpuPerRun(one) : null;
+  const cpuTotal = cpu?.total ?? null;
   const appRss = [
     ...i.guarded.flatMap((g) => g.workerPeakRssMb),
     i.intake?.serverPeakRssMb ?? null,
@@ -132,13 +145,7 @@ export function buildReport(i: BenchInputs) {
       cpu && {
         label: '+ Postgres state + producer guard (guarded)',
         perSec: r(one.runsPerSec),
-        cpuMs: {
-          worker: r(cpu.worker, 3),
-          producer: r(cpu.producer, 3),
-          postgres: r(cpu.postgres, 3),
-          redis: r(cpu.redis, 3),
-          total: r(cpuTotal, 3),
-        },
+        cpuMs: rounded(cpu),
       },
   ].filter((x) => !!x);
   const bareForkMean = i.bareFork.length
@@ -219,13 +226,15 @@ export function buildReport(i: BenchInputs) {
       ),
     },
     // CPU per run, steadier than rates on a shared machine: where a run's cost goes.
-    cpuMsPerGuardedRun: cpu && {
-      worker: r(cpu.worker, 3),
-      producer: r(cpu.producer, 3),
-      postgres: r(cpu.postgres, 3),
-      redis: r(cpu.redis, 3),
-      total: r(cpuTotal, 3),
-    },
+    cpuMsPerGuardedRun: cpu && rounded(cpu),
+    // The same with two worker processes, and how many runs each claim and finalize statement
+    // carried in either phase: why two processes on one machine cost more per run than one.
+    cpuMsPerGuardedRunTwoWorkers: two ? rounded(cpuPerRun(two)) : null,
+    runsPerStatement: i.guarded.map((g) => ({
+      workers: g.workers,
+      claims: r(g.claimsPerRoundTrip, 1),
+      finalizes: r(g.finalizesPerStatement, 1),
+    })),
     cpuMsPerBareJob: bare && {
       worker: r(bare.workerCpuMsPerJob, 3),
       producer: r(bare.producerCpuMsPerJob, 3),
@@ -267,6 +276,8 @@ export function buildReport(i: BenchInputs) {
 export type BenchReport = ReturnType<typeof buildReport>;
 
 const show = (v: number | null | undefined, digits = 0) => (v === null || v === undefined ? '—' : v.toFixed(digits));
+const cpuParts = (c: BenchReport['cpuMsPerGuardedRun']) =>
+  c ? [c.worker, c.producer, c.postgres, c.redis].map((x) => show(x, 2)).join('+') : '—';
 
 export function printTable(rep: BenchReport): void {
   const w = [50, 12, 8];
@@ -300,9 +311,11 @@ export function printTable(rep: BenchReport): void {
       'guarded runs/s (1 / 2 worker processes)',
       `${show(rep.guardedRunsPerSecOneWorker)} / ${show(rep.guardedRunsPerSecTwoWorkers)}`,
     ),
+    line('  CPU ms/run worker+producer+pg+redis', cpuParts(cpu)),
+    line('    the same, 2 worker processes', cpuParts(rep.cpuMsPerGuardedRunTwoWorkers)),
     line(
-      '  CPU ms/run worker+producer+pg+redis',
-      cpu ? `${[cpu.worker, cpu.producer, cpu.postgres, cpu.redis].map((x) => show(x, 2)).join('+')}` : '—',
+      '  runs per claim / finalize statement (1, 2)',
+      rep.runsPerStatement.map((b) => `${show(b.claims, 1)} / ${show(b.finalizes, 1)}`).join(', ') || '—',
     ),
     line(
       'full path runs/s / bare Bull forking jobs/s',
