@@ -41,7 +41,8 @@ import { createRuns, GuardedResult, measureGuarded } from './guarded-runs';
 import { LockBenchResult, measureLocks } from './lock-bench';
 import { OpenLoopResult, runOpenLoopIntake } from './open-loop-intake';
 import { withPgStatements } from './pg-statements';
-import { buildReport, printTable } from './report';
+import { printTable } from './print-table';
+import { buildReport } from './report';
 import { DispatchBenchResult, measureDispatch } from './dispatch-bench';
 import { dropDatabase, dropRedisPrefix, load, machine, peakRssMb, withDatabase } from './support';
 import { formatIntake, IntakeResult, runIntakeBench } from './webhook-intake';
@@ -128,12 +129,18 @@ async function main(): Promise<void> {
       bare.push(b);
     };
     let bareLocked: BareBullResult | undefined;
+    let bareTwoConsumers: BareBullResult | undefined;
     if (has('bare')) {
       await bareNoop('before');
       // The rung between bare Bull and a guarded run: the same jobs, each under its run lock.
       log(`bare Bull + run lock: ${bareJobs} jobs, each taking and releasing its run lock`);
       bareLocked = await measureBareBull(config, bareJobs, producers, 'lock', warmup(bareJobs));
       log(`  ${bareLocked.jobsPerSec.toFixed(0)} jobs/s`);
+      // What a second process costs Bull alone on this machine: the yardstick of two workers ÷ one.
+      // Each consumer is warmed by as many jobs as the single one was.
+      log(`bare Bull, 2 consumer processes: ${bareJobs} no-op jobs, concurrency ${concurrency} each`);
+      bareTwoConsumers = await measureBareBull(config, bareJobs, producers, 'noop', warmup(bareJobs) * 2, 2);
+      log(`  ${bareTwoConsumers.jobsPerSec.toFixed(0)} jobs/s`);
     }
 
     // The peer before and after the guarded phases: a machine that slows down (a neighbour, heat)
@@ -177,7 +184,9 @@ async function main(): Promise<void> {
       const create = (projectId: string, requirement: string) => runs.create({ projectId, requirement });
       runsCreatedPerSec = 0;
       for (const workers of [1, 2]) {
-        const warm = await createRuns(create, projectIds, warmup(runsPerPhase), producers);
+        // Each worker process is warmed by as many runs as the single one: with the phase's share
+        // split between two, each was measured with code V8 had not finished optimizing.
+        const warm = await createRuns(create, projectIds, warmup(runsPerPhase) * workers, producers);
         const batch = await createRuns(create, projectIds, runsPerPhase, producers);
         runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
         log(
@@ -304,6 +313,7 @@ async function main(): Promise<void> {
       bare,
       bareFork,
       bareLocked,
+      bareTwoConsumers,
       graphile,
       guarded,
       runsCreatedPerSec,

@@ -22,6 +22,8 @@ export interface BenchInputs {
   bare: BareBullResult[];
   /** Bare Bull whose handler takes and releases the job's run lock: the ladder's middle rung. */
   bareLocked?: BareBullResult;
+  /** Bare Bull no-op jobs consumed by two processes: what a second process costs Bull alone. */
+  bareTwoConsumers?: BareBullResult;
   /** Bare Bull forking the same command, measured before and after the full path (its baseline). */
   bareFork: BareBullResult[];
   /** graphile-worker before and after the guarded phase (the sandwich). */
@@ -38,7 +40,7 @@ export interface BenchInputs {
   sizes: Record<string, number>;
 }
 
-interface Target {
+export interface Target {
   name: string;
   label: string;
   value: number | null;
@@ -63,6 +65,7 @@ function meanBare(runs: BareBullResult[]): BareBullResult | undefined {
     jobs: avg((b) => b.jobs),
     seconds: avg((b) => b.seconds),
     jobsPerSec: avg((b) => b.jobsPerSec),
+    consumers: runs[0].consumers,
     workerPeakRssMb: Math.max(...runs.map((b) => b.workerPeakRssMb ?? 0)) || null,
     workerCpuMsPerJob: workers.includes(null) ? null : mean(workers as number[])!,
     producerCpuMsPerJob: avg((b) => b.producerCpuMsPerJob),
@@ -203,6 +206,18 @@ export function buildReport(i: BenchInputs) {
     bareBullForkJobsPerSec: r(bareForkMean),
     bareBullForkJobsPerSecEach: i.bareFork.map((b) => round(b.jobsPerSec)),
     bareBullLockedJobsPerSec: r(i.bareLocked?.jobsPerSec),
+    // Bull alone with two consumer processes, against the mean with one: the two-worker target's
+    // yardstick on this machine (a second process on the same cores costs Bull itself this much).
+    bareBullTwoConsumers: i.bareTwoConsumers && {
+      jobsPerSec: r(i.bareTwoConsumers.jobsPerSec),
+      ratio: r(div(i.bareTwoConsumers.jobsPerSec, bare?.jobsPerSec), 2),
+      cpuMsPerJob: r(
+        (i.bareTwoConsumers.workerCpuMsPerJob ?? NaN) +
+          i.bareTwoConsumers.producerCpuMsPerJob +
+          i.bareTwoConsumers.redisCpuMsPerJob,
+        3,
+      ),
+    },
     guaranteeLadder,
     graphileJobsPerSec: i.graphile.map((g) => round(g.jobsPerSec)),
     graphileJobsPerSecMean: r(graphileMean),
@@ -261,6 +276,7 @@ export function buildReport(i: BenchInputs) {
     details: {
       bareBull: i.bare,
       bareBullLocked: i.bareLocked,
+      bareBullTwoConsumers: i.bareTwoConsumers,
       bareBullFork: i.bareFork,
       graphile: i.graphile,
       guarded: i.guarded,
@@ -273,95 +289,3 @@ export function buildReport(i: BenchInputs) {
 }
 
 export type BenchReport = ReturnType<typeof buildReport>;
-
-const show = (v: number | null | undefined, digits = 0) => (v === null || v === undefined ? '—' : v.toFixed(digits));
-const cpuParts = (c: BenchReport['cpuMsPerGuardedRun']) =>
-  c ? [c.worker, c.producer, c.postgres, c.redis].map((x) => show(x, 2)).join('+') : '—';
-
-export function printTable(rep: BenchReport): void {
-  const w = [50, 12, 8];
-  const line = (a: string, b: string, c = '', d = '') =>
-    `${a.padEnd(w[0])} ${b.padStart(w[1])}  ${c.padEnd(w[2])} ${d}`.trimEnd();
-  const status = (t: Target) => (t.met === null ? 'not measured' : t.met ? 'met' : 'MISSED');
-  const cpu = rep.cpuMsPerGuardedRun;
-  const out = [
-    `onceflow bench, ${rep.date}: ${rep.machine.cpuModel}, ${rep.machine.cores} cores, ${rep.machine.memoryGb} GB, Node ${rep.machine.node}`,
-    `Postgres ${rep.machine.postgres}, Redis ${rep.machine.redis}; worker concurrency ${rep.workerConcurrency}; phases ${rep.phases.join(',')}`,
-    `load average before ${rep.machine.loadAverageBefore}, after ${rep.machine.loadAverageAfter}; took ${rep.totalSeconds} s`,
-    '',
-    line('figure', 'value', 'target', 'met?'),
-    ...rep.targets.map((t) =>
-      line(
-        t.label,
-        show(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2),
-        t.goal,
-        status(t),
-      ),
-    ),
-    '',
-    line('bare Bull no-op jobs/s (mean)', show(rep.bareBullJobsPerSec)),
-    line(
-      '  before / after the guarded phases',
-      rep.bareBullJobsPerSecEach.length ? rep.bareBullJobsPerSecEach.map((v) => show(v)).join(' / ') : '—',
-    ),
-    line('graphile-worker jobs/s (before / after)', rep.graphileJobsPerSec.map((x) => x.toFixed(0)).join(' / ') || '—'),
-    line('  its duplicates executed twice (before / after)', rep.graphileDuplicatesExecuted.join(' / ') || '—'),
-    line(
-      'guarded runs/s (1 / 2 worker processes)',
-      `${show(rep.guardedRunsPerSecOneWorker)} / ${show(rep.guardedRunsPerSecTwoWorkers)}`,
-    ),
-    line('  CPU ms/run worker+producer+pg+redis', cpuParts(cpu)),
-    line('    the same, 2 worker processes', cpuParts(rep.cpuMsPerGuardedRunTwoWorkers)),
-    line(
-      '  runs per claim / finalize statement (1, 2)',
-      rep.runsPerStatement.map((b) => `${show(b.claims, 1)} / ${show(b.finalizes, 1)}`).join(', ') || '—',
-    ),
-    line(
-      'full path runs/s / bare Bull forking jobs/s',
-      `${show(rep.fullPathRunsPerSec)} / ${show(rep.bareBullForkJobsPerSec)}`,
-    ),
-    line(
-      '  bare Bull forking, before / after the full path',
-      rep.bareBullForkJobsPerSecEach.length ? rep.bareBullForkJobsPerSecEach.map((v) => show(v)).join(' / ') : '—',
-    ),
-    line(`cold start (the ${rep.sizes.warmupPercent ?? 0} % warm-ups, not measured):`, ''),
-    line(
-      '  guarded runs/s (1 / 2 workers), bare Bull jobs/s',
-      `${rep.coldStart.guardedRunsPerSec.map((v) => show(v)).join(' / ') || '—'}, ${show(rep.coldStart.bareBullJobsPerSec)}`,
-    ),
-    line(
-      '  full path runs/s ÷ bare Bull forking jobs/s',
-      `${show(rep.coldStart.fullPathRunsPerSec)} ÷ ${show(rep.coldStart.bareBullForkJobsPerSec)} = ${show(rep.coldStart.fullPathRatio, 2)}`,
-    ),
-    line(
-      'intake deliveries/s / HTTP ceiling (c=64)',
-      `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`,
-    ),
-    line(
-      'open-loop intake p50 / p99 ms (new items p99)',
-      rep.openLoop
-        ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)} (${show(rep.openLoop.newP99Ms, 1)})`
-        : '—',
-    ),
-    line(
-      '  worst second p99 / warm-up p99 ms',
-      rep.openLoop ? `${show(rep.openLoop.worstSecondP99Ms, 1)} / ${show(rep.openLoop.warmupP99Ms, 1)}` : '—',
-    ),
-    line(
-      'dispatch runs/s, one per call / in bulk',
-      rep.dispatchRunsPerSec
-        ? `${show(rep.dispatchRunsPerSec.single)} / ${show(rep.dispatchRunsPerSec.bulk)} (×${show(rep.dispatchRunsPerSec.speedup, 2)})`
-        : '—',
-    ),
-    '',
-    'the cost of each guarantee: per second, CPU ms per run (worker+producer+pg+redis = total)',
-    ...(rep.guaranteeLadder.length
-      ? rep.guaranteeLadder.map((g) =>
-          line(`  ${g.label}`.slice(0, w[0]), show(g.perSec), '', `${cpuParts(g.cpuMs)} = ${show(g.cpuMs.total, 2)}`),
-        )
-      : ['  —']),
-    '',
-    'written to bench/results/latest.json and bench/results/latest.svg',
-  ];
-  process.stdout.write(`${out.join('\n')}\n`);
-}
