@@ -20,31 +20,25 @@
  * cost Postgres, from pg_stat_statements, bench/pg-statements.ts). The dispatch phase runs last:
  * the runs it queues are never executed, and would be by a later phase's workers.
  */
-import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DataSource } from 'typeorm';
-import { createApp } from '../src/bootstrap';
 import { loadConfig } from '../src/config/app-config';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { prepareDatabase } from '../src/database/prepare-database';
-import { DispatchService } from '../src/runs/dispatch.service';
-import { ProjectsService } from '../src/runs/projects/projects.service';
-import { RunsService } from '../src/runs/runs.service';
 import { BareBullResult, measureBareBull } from './bare-bull';
 import { renderChart } from './chart';
 import { FullPathResult, measureFullPath } from './full-path';
 import { GraphileResult, measureGraphile } from './graphile-worker';
-import { createRuns, GuardedResult, measureGuarded } from './guarded-runs';
+import { runGuardedPhases } from './guarded-phases';
 import { LockBenchResult, measureLocks } from './lock-bench';
 import { OpenLoopResult, runOpenLoopIntake } from './open-loop-intake';
 import { withPgStatements } from './pg-statements';
 import { printTable } from './print-table';
 import { buildReport } from './report';
 import { DispatchBenchResult, measureDispatch } from './dispatch-bench';
-import { dropDatabase, dropRedisPrefix, load, machine, peakRssMb, withDatabase } from './support';
+import { dropDatabase, dropRedisPrefix, load, machine, withDatabase } from './support';
 import { formatIntake, IntakeResult, runIntakeBench } from './webhook-intake';
 
 const API_KEY = 'bench-api-key-0123456789';
@@ -114,7 +108,6 @@ async function main(): Promise<void> {
   log(
     `scratch database ${databaseUrl.replace(/\/\/[^@]*@/, '//')}, Redis prefix ${tag}, load ${loadBefore}, phases ${phases.join(',')}`,
   );
-  let app: INestApplication | undefined;
   try {
     const host = await machine(withDatabase(base.database.url, 'postgres'), base.redis.url);
     await prepareDatabase(databaseUrl);
@@ -164,60 +157,21 @@ async function main(): Promise<void> {
     };
     if (has('graphile')) await peer('before');
 
-    const guarded: GuardedResult[] = [];
-    let runsCreatedPerSec: number | undefined;
-    let producerPeakRssMb: number | null = null;
-    if (has('guarded')) {
-      // The producer: the real DispatchService in an API-role app inside this process.
-      app = await createApp(config);
-      await app.init();
-      const ds = app.get(DataSource);
-      const dispatcher = app.get(DispatchService);
-      const runs = app.get(RunsService);
-      const projects = app.get(ProjectsService);
-      // Enough projects that the per-project row lock of the claim is not the whole story, and a
-      // cap (max_concurrent_runs) that never binds: the bench measures the guards, not the cap.
-      const projectIds: string[] = [];
-      for (let i = 0; i < 32; i++) {
-        projectIds.push((await projects.create({ name: `bench-${i}`, maxConcurrentRuns: concurrency * 2 })).id);
-      }
-      const create = (projectId: string, requirement: string) => runs.create({ projectId, requirement });
-      runsCreatedPerSec = 0;
-      for (const workers of [1, 2]) {
-        // Each worker process is warmed by as many runs as the single one: with the phase's share
-        // split between two, each was measured with code V8 had not finished optimizing.
-        const warm = await createRuns(create, projectIds, warmup(runsPerPhase) * workers, producers);
-        const batch = await createRuns(create, projectIds, runsPerPhase, producers);
-        runsCreatedPerSec = Math.max(runsCreatedPerSec, batch.perSec);
-        log(
-          `guarded runs, ${workers} worker process(es): ${runsPerPhase} runs created (${batch.perSec.toFixed(0)}/s), each dispatched twice at once`,
-        );
-        const g = await withPgStatements(databaseUrl, `guarded, ${workers} worker(s)`, log, () =>
-          measureGuarded(
-            {
-              ds,
-              dispatcher,
-              databaseUrl,
-              redisUrl: base.redis.url,
-              workerEnv: { ...appEnv, APP_ROLE: 'worker' },
-              // BENCH_WORKER_PROFILE_DIR: a V8 CPU profile of every worker process, written when it stops.
-              workerNodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
-              producerConcurrency: producers,
-            },
-            batch.ids,
-            workers,
-            warm.ids,
-          ),
-        );
-        log(
-          `  ${g.runsPerSec.toFixed(0)} runs/s (warm-up ${g.warmup.runsPerSec?.toFixed(0) ?? '—'}), duplicates executed ${g.duplicatesExecuted}, not succeeded ${g.notSucceeded}, ${g.finalizesPerStatement.toFixed(2)} finalizes per statement, ${g.claimsPerRoundTrip.toFixed(2)} claims per round trip`,
-        );
-        guarded.push(g);
-      }
-      producerPeakRssMb = peakRssMb(process.pid);
-      await app.close();
-      app = undefined;
-    }
+    const guardedPhases = has('guarded')
+      ? await runGuardedPhases({
+          appConfig: config,
+          workerEnv: { ...appEnv, APP_ROLE: 'worker' },
+          databaseUrl,
+          redisUrl: base.redis.url,
+          concurrency,
+          producers,
+          runsPerPhase,
+          warmupRuns: warmup(runsPerPhase),
+          profileDir,
+          log,
+        })
+      : undefined;
+    const guarded = guardedPhases?.guarded ?? [];
     if (has('graphile')) await peer('after');
     if (has('bare') && has('guarded')) await bareNoop('after');
 
@@ -316,13 +270,13 @@ async function main(): Promise<void> {
       bareTwoConsumers,
       graphile,
       guarded,
-      runsCreatedPerSec,
+      runsCreatedPerSec: guardedPhases?.runsCreatedPerSec,
       fullPath,
       locks,
       intake,
       openLoop,
       dispatch,
-      producerPeakRssMb,
+      producerPeakRssMb: guardedPhases?.producerPeakRssMb ?? null,
       sizes: {
         runsPerPhase,
         graphileJobs,
@@ -360,7 +314,6 @@ async function main(): Promise<void> {
       process.stderr.write(`GUARANTEE VIOLATED: see latest.json (${intake?.mismatch ?? 'runs'})\n`);
     }
   } finally {
-    await app?.close().catch(() => undefined);
     await dropDatabase(databaseUrl).catch((err: unknown) => log(`could not drop the scratch database: ${String(err)}`));
     await dropRedisPrefix(base.redis.url, tag).catch((err: unknown) =>
       log(`could not delete Redis keys ${tag}:*: ${String(err)}`),
