@@ -74,6 +74,10 @@ function meanBare(runs: BareBullResult[]): BareBullResult | undefined {
   };
 }
 
+/** CPU ms per job of a bare Bull phase, all processes (NaN when the consumers' is unknown). */
+const bareCpuMsPerJob = (b: BareBullResult) =>
+  (b.workerCpuMsPerJob ?? NaN) + b.producerCpuMsPerJob + b.redisCpuMsPerJob;
+
 /** CPU ms per run of a guarded phase, by process, and their sum (null when a part is unknown). */
 function cpuPerRun(g: GuardedResult) {
   const parts = {
@@ -137,7 +141,7 @@ export function buildReport(i: BenchInputs) {
         producer: r(b.producerCpuMsPerJob, 3),
         postgres: 0,
         redis: r(b.redisCpuMsPerJob, 3),
-        total: r((b.workerCpuMsPerJob ?? NaN) + b.producerCpuMsPerJob + b.redisCpuMsPerJob, 3),
+        total: r(bareCpuMsPerJob(b), 3),
       },
     };
   const guaranteeLadder = [
@@ -211,12 +215,7 @@ export function buildReport(i: BenchInputs) {
     bareBullTwoConsumers: i.bareTwoConsumers && {
       jobsPerSec: r(i.bareTwoConsumers.jobsPerSec),
       ratio: r(div(i.bareTwoConsumers.jobsPerSec, bare?.jobsPerSec), 2),
-      cpuMsPerJob: r(
-        (i.bareTwoConsumers.workerCpuMsPerJob ?? NaN) +
-          i.bareTwoConsumers.producerCpuMsPerJob +
-          i.bareTwoConsumers.redisCpuMsPerJob,
-        3,
-      ),
+      cpuMsPerJob: r(bareCpuMsPerJob(i.bareTwoConsumers), 3),
     },
     guaranteeLadder,
     graphileJobsPerSec: i.graphile.map((g) => round(g.jobsPerSec)),
