@@ -11,8 +11,9 @@
  * warm-up's own p99 is reported beside them, so a slow start is visible, not hidden.
  */
 import { randomUUID } from 'node:crypto';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
+import { postDelivery } from './intake-http';
 import { startOpenLoopTrace } from './open-loop-trace';
 import { pct, sleep, startApp } from './support';
 import { DUPLICATE_SHARE } from './webhook-intake';
@@ -41,33 +42,6 @@ export interface OpenLoopResult {
   serverPeakRssMb: number | null;
   /** With `trace` (BENCH_OPEN_TRACE): the timeline of bench/open-loop-trace.ts, one line per 250 ms. */
   timeline?: string[];
-}
-
-function post(agent: Agent, port: number, body: string, signature: string): Promise<number> {
-  return new Promise((res, rej) => {
-    const req = request(
-      {
-        agent,
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/webhooks/plane',
-        headers: {
-          'Content-Type': 'application/json',
-          'Content-Length': Buffer.byteLength(body),
-          'X-Plane-Event': 'issue',
-          'X-Plane-Delivery': randomUUID(),
-          'X-Plane-Signature': signature,
-        },
-      },
-      (r) => {
-        r.resume();
-        r.on('end', () => res(r.statusCode ?? 0));
-      },
-    );
-    req.on('error', rej);
-    req.end(body);
-  });
 }
 
 export async function runOpenLoopIntake(
@@ -116,7 +90,7 @@ export async function runOpenLoopIntake(
         bodies.push(d);
       }
       sent++;
-      const p = post(agent, server.port, d.body, d.signature).then(
+      const p = postDelivery(agent, server.port, d.body, d.signature).then(
         (status) => {
           if (status >= 300) failed(String(status));
           answers.push([scheduled - t0, performance.now() - scheduled, fresh]);

@@ -71,6 +71,22 @@ export function printTable(rep: BenchReport): void {
       `${show(rep.intakeDeliveriesPerSec)} / ${show(rep.intakeHttpCeilingPerSec)}`,
     ),
     line(
+      '  one kind alone: new items / retries / ceiling',
+      rep.intakeByKind
+        ? [rep.intakeByKind.newItems, rep.intakeByKind.retries, rep.intakeByKind.trivialRoute]
+            .map((k) => show(k.perSec))
+            .join(' / ')
+        : '—',
+    ),
+    line(
+      '    their API / Postgres CPU µs per request',
+      rep.intakeByKind
+        ? [rep.intakeByKind.newItems, rep.intakeByKind.retries, rep.intakeByKind.trivialRoute]
+            .map((k) => `${show(k.apiUs)}/${show(k.postgresUs)}`)
+            .join(' ')
+        : '—',
+    ),
+    line(
       'open-loop intake p50 / p99 ms (new items p99)',
       rep.openLoop
         ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)} (${show(rep.openLoop.newP99Ms, 1)})`

@@ -7,6 +7,7 @@ import type { GuardedResult } from './guarded-runs';
 import type { LockBenchResult } from './lock-bench';
 import type { OpenLoopResult } from './open-loop-intake';
 import type { Machine } from './support';
+import { roundedByKind } from './intake-by-kind';
 import type { IntakeResult } from './webhook-intake';
 
 /** Every phase is optional (BENCH_PHASES): a figure whose phases did not run is null, its target "not measured". */
@@ -258,6 +259,8 @@ export function buildReport(i: BenchInputs) {
     intakeP50Ms: r(i.intake?.all.p50Ms, 2),
     intakeP99Ms: r(i.intake?.all.p99Ms, 2),
     intakeHttpCeilingPerSec: r(i.intake?.httpCeilingPerSec),
+    // One kind at a time through the same API process: where the mix's CPU goes.
+    intakeByKind: i.intake ? roundedByKind(i.intake.byKind) : null,
     openLoop: i.openLoop ?? null,
     // Dispatch alone (no execution): one run per call against up to 100 per call.
     dispatchRunsPerSec: i.dispatch && {

@@ -10,12 +10,14 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
+import { formatByKind, IntakeByKind, measureIntakeByKind } from './intake-by-kind';
+import { getLive, postDelivery } from './intake-http';
 import { cpuMs, dropDatabase, dropRedisPrefix, load, pct, serviceCpu, startApp, withDatabase } from './support';
 
 export const INTAKE_CONCURRENCY = 64;
@@ -25,6 +27,7 @@ export const DUPLICATE_SHARE = 0.8;
 const PLANE_PROJECTS = 4;
 const SINGLE_MS = 3_000;
 const CEILING_MS = 3_000;
+const BY_KIND_SECONDS = 3;
 
 interface Sample {
   kind: 'new' | 'retry';
@@ -68,46 +71,12 @@ export interface IntakeResult {
    * the HTTP stack alone (Express, Nest, logging) on this machine, for reading the intake figure.
    */
   httpCeilingPerSec: number;
-}
-
-function post(agent: Agent, port: number, body: string, signature: string): Promise<number> {
-  return new Promise((res, rej) => {
-    const req = request(
-      {
-        agent,
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/webhooks/plane',
-        headers: {
-          'Content-Type': 'application/json',
-          'Content-Length': Buffer.byteLength(body),
-          'User-Agent': 'Autopilot',
-          'X-Plane-Event': 'issue',
-          'X-Plane-Delivery': randomUUID(),
-          'X-Plane-Signature': signature,
-        },
-      },
-      (r) => {
-        r.resume();
-        r.on('end', () => res(r.statusCode ?? 0));
-      },
-    );
-    req.on('error', rej);
-    req.end(body);
-  });
+  /** After the ceiling: new items only, retries only and the trivial route, one kind at a time. */
+  byKind: IntakeByKind;
 }
 
 async function ceiling(agent: Agent, port: number): Promise<number> {
-  const get = () =>
-    new Promise<void>((res, rej) => {
-      const req = request({ agent, host: '127.0.0.1', port, path: '/health/live' }, (r) => {
-        r.resume();
-        r.on('end', () => res());
-      });
-      req.on('error', rej);
-      req.end();
-    });
+  const get = () => getLive(agent, port);
   let n = 0;
   const t0 = Date.now();
   const stopAt = t0 + CEILING_MS;
@@ -137,6 +106,16 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
   const projects = Array.from({ length: PLANE_PROJECTS }, () => randomUUID());
   const sent: Array<{ body: string; signature: string }> = [];
   let errors = 0;
+  const fresh = (): { body: string; signature: string } => {
+    const body = v1Body(
+      newWorkItem({ project: projects[sent.length % PLANE_PROJECTS], name: `Bench item ${sent.length}` }),
+      'created',
+    );
+    const delivery = { body, signature: sign(body) };
+    sent.push(delivery);
+    return delivery;
+  };
+  const anySent = () => sent[Math.floor(Math.random() * sent.length)];
 
   /** `concurrency` loops, each sending one delivery after another; samples after the warm-up. */
   async function phase(
@@ -151,19 +130,10 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
     const loop = async (): Promise<void> => {
       while (Date.now() < stopAt) {
         const retry = sent.length > 0 && Math.random() < DUPLICATE_SHARE;
-        let delivery: { body: string; signature: string };
-        if (retry) delivery = sent[Math.floor(Math.random() * sent.length)];
-        else {
-          const body = v1Body(
-            newWorkItem({ project: projects[sent.length % PLANE_PROJECTS], name: `Bench item ${sent.length}` }),
-            'created',
-          );
-          delivery = { body, signature: sign(body) };
-          sent.push(delivery);
-        }
+        const delivery = retry ? anySent() : fresh();
         const t0 = process.hrtime.bigint();
         try {
-          const status = await post(agent, server.port, delivery.body, delivery.signature);
+          const status = await postDelivery(agent, server.port, delivery.body, delivery.signature);
           answered++;
           if (Date.now() >= measureFrom)
             samples.push({ kind: retry ? 'retry' : 'new', status, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
@@ -189,6 +159,17 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
     const per = (ms: number | null) => (ms === null ? null : ms / answered);
     const serverPeakRssMb = server.peakRssMb();
     const httpCeilingPerSec = await ceiling(agent, server.port);
+    const send = (d: { body: string; signature: string }) => postDelivery(agent, server.port, d.body, d.signature);
+    const byKind = await measureIntakeByKind({
+      concurrency: INTAKE_CONCURRENCY,
+      secondsEach: BY_KIND_SECONDS,
+      apiPid: server.child.pid,
+      databaseUrl: env.DATABASE_URL,
+      redisUrl,
+      newItem: () => send(fresh()),
+      retry: () => send(anySent()),
+      trivial: () => getLive(agent, server.port),
+    });
     const pg = new Client({ connectionString: env.DATABASE_URL });
     await pg.connect();
     const { rows } = await pg.query(
@@ -229,6 +210,7 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
       serverPeakRssMb,
       httpCeilingPerSec,
+      byKind,
       cpuPerDeliveryMs: {
         api: per(api0 === null || api1 === null ? null : api1 - api0),
         postgres: per(used.postgresMs),
@@ -258,6 +240,7 @@ export function formatIntake(r: IntakeResult): string {
     `database: ${r.stored.tasks} tasks, ${r.stored.runs} runs, ${r.stored.deliveries} deliveries (${r.distinctBodies} distinct bodies sent), ${r.stored.duplicatesCounted} duplicates counted`,
     `CPU per delivery (loaded phase): API ${ms(r.cpuPerDeliveryMs.api)}, Postgres backends ${ms(r.cpuPerDeliveryMs.postgres)}, Redis server ${ms(r.cpuPerDeliveryMs.redis)}; load average ${r.loadAverage}`,
     `API process peak RSS: ${r.serverPeakRssMb ?? '?'} MB; HTTP ceiling (GET /health/live, same concurrency): ${r.httpCeilingPerSec.toFixed(0)}/s`,
+    formatByKind(r.byKind),
   ].join('\n');
 }
 

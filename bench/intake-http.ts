@@ -1,0 +1,44 @@
+/** The bench's HTTP client side of the intake: a signed Plane delivery, and the trivial route. */
+import { randomUUID } from 'node:crypto';
+import { Agent, request } from 'node:http';
+
+/** POSTs one delivery as Plane sends it (a fresh X-Plane-Delivery per attempt); answers its status. */
+export function postDelivery(agent: Agent, port: number, body: string, signature: string): Promise<number> {
+  return new Promise((res, rej) => {
+    const req = request(
+      {
+        agent,
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/webhooks/plane',
+        headers: {
+          'Content-Type': 'application/json',
+          'Content-Length': Buffer.byteLength(body),
+          'User-Agent': 'Autopilot',
+          'X-Plane-Event': 'issue',
+          'X-Plane-Delivery': randomUUID(),
+          'X-Plane-Signature': signature,
+        },
+      },
+      (r) => {
+        r.resume();
+        r.on('end', () => res(r.statusCode ?? 0));
+      },
+    );
+    req.on('error', rej);
+    req.end(body);
+  });
+}
+
+/** GET /health/live: the trivial route the intake is compared with. */
+export function getLive(agent: Agent, port: number): Promise<void> {
+  return new Promise<void>((res, rej) => {
+    const req = request({ agent, host: '127.0.0.1', port, path: '/health/live' }, (r) => {
+      r.resume();
+      r.on('end', () => res());
+    });
+    req.on('error', rej);
+    req.end();
+  });
+}
