@@ -2,6 +2,8 @@
 import type { BenchReport, Target } from './report';
 
 const show = (v: number | null | undefined, digits = 0) => (v === null || v === undefined ? '—' : v.toFixed(digits));
+/** At least `min` decimals, more where report.ts kept them (a value next to its goal). */
+const decimals = (v: number | null, min: number) => Math.max(min, (String(v ?? '').split('.')[1] ?? '').length);
 const cpuParts = (c: BenchReport['cpuMsPerGuardedRun']) =>
   c ? [c.worker, c.producer, c.postgres, c.redis].map((x) => show(x, 2)).join('+') : '—';
 
@@ -20,7 +22,7 @@ export function printTable(rep: BenchReport): void {
     ...rep.targets.map((t) =>
       line(
         t.label,
-        show(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2),
+        show(t.value, decimals(t.value, t.name === 'peakRssMb' || t.name === 'duplicatesExecuted' ? 0 : 2)),
         t.goal,
         status(t),
       ),

@@ -111,7 +111,10 @@ function target(
   digits = 2,
 ): Target {
   const met = value === null ? null : op === '>=' ? value >= goal : op === '<=' ? value <= goal : value === goal;
-  return { name, label, value: r(value, digits), goal: `${op} ${goal}`, met };
+  // A value that rounds onto the goal without reaching it keeps more digits: "0.25 >= 0.25 MISSED" would read as a bug.
+  let d = digits;
+  while (value !== null && d < 4 && r(value, d) === goal && value !== goal) d++;
+  return { name, label, value: r(value, d), goal: `${op} ${goal}`, met };
 }
 
 export function buildReport(i: BenchInputs) {
