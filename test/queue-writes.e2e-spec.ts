@@ -17,11 +17,15 @@ async function queueOf(role: string): Promise<{ t: TestApp; queue: Queue<RunJobD
   return { t, queue };
 }
 
-const writesDuring = async <T>(queue: Queue, work: () => Promise<T>): Promise<{ writes: number[]; result: T }> => {
-  const watch = watchWrites(queue.client.stream);
+const writesDuring = async <T>(
+  queue: Queue,
+  work: () => Promise<T>,
+  marker?: string,
+): Promise<{ writes: number[]; marked: number[]; result: T }> => {
+  const watch = watchWrites(queue.client.stream, marker);
   try {
     const result = await work();
-    return { writes: watch.commandsPerWrite, result };
+    return { writes: watch.commandsPerWrite, marked: watch.markedPerWrite, result };
   } finally {
     watch.stop();
   }
@@ -44,8 +48,14 @@ describe("Bull's command client in a worker, the turn's commands in a few writes
 
   it('sends the adds asked for in one turn in writes of at most 16, each job added once', async () => {
     const ids = Array.from({ length: 30 }, (_, i) => `one-write-${i}`);
-    const { writes, result: jobs } = await writesDuring(queue, () => add(ids));
-    expect(writes).toEqual([COMMANDS_PER_WRITE, 30 - COMMANDS_PER_WRITE]);
+    const { writes, marked, result: jobs } = await writesDuring(queue, () => add(ids), 'one-write-');
+    // Bull's own commands (a stalled-jobs check, a delay timer) may share the turn and its writes:
+    // the adds' writes are then full but for the last, with one more command among them (seen: 16, 15).
+    const withAdds = writes.filter((_, i) => marked[i] > 0);
+    expect(marked.reduce((a, b) => a + b, 0)).toBe(30);
+    expect(Math.max(...writes)).toBeLessThanOrEqual(COMMANDS_PER_WRITE);
+    expect(withAdds.slice(0, -1).every((n) => n === COMMANDS_PER_WRITE)).toBe(true);
+    expect(withAdds).toHaveLength(Math.ceil(withAdds.reduce((a, b) => a + b, 0) / COMMANDS_PER_WRITE));
     expect(jobs.map((j) => j.id)).toEqual(ids);
     const waiting = await queue.getWaiting();
     expect(
