@@ -72,10 +72,14 @@ describe("Bull's command client in the API (real Redis)", () => {
     const { t, queue } = await queueOf('api');
     try {
       const ids = Array.from({ length: 5 }, (_, i) => `api-add-${i}`);
-      const { writes } = await writesDuring(queue, () =>
-        Promise.all(ids.map((id) => queue.add({ runId: id, generation: 1 }, { jobId: id }))),
+      const { writes, marked } = await writesDuring(
+        queue,
+        () => Promise.all(ids.map((id) => queue.add({ runId: id, generation: 1 }, { jobId: id }))),
+        'api-add-',
       );
-      expect(writes).toEqual([1, 1, 1, 1, 1]);
+      // Each add in a write of its own (anything else the app sends meanwhile: its own writes too).
+      expect(marked.filter((n) => n > 0)).toEqual([1, 1, 1, 1, 1]);
+      expect(Math.max(...writes)).toBe(1);
     } finally {
       await t.close();
     }
