@@ -5,6 +5,7 @@
  * say whether the HTTP stack, the retry path or the new items' durable writes hold its CPU; these
  * three can (docs/benchmarks.md, "The intake request by request").
  */
+import { closedLoop } from './intake-http';
 import { cpuMs, serviceCpu } from './support';
 
 export interface KindCost {
@@ -39,18 +40,7 @@ async function oneKind(s: ByKindSetup, send: () => Promise<unknown>): Promise<Ki
   const services = await serviceCpu(s.databaseUrl, s.redisUrl);
   const api0 = cpuMs(s.apiPid);
   const client0 = process.cpuUsage();
-  const t0 = Date.now();
-  const stopAt = t0 + s.secondsEach * 1000;
-  let n = 0;
-  await Promise.all(
-    Array.from({ length: s.concurrency }, async () => {
-      while (Date.now() < stopAt) {
-        await send();
-        n++;
-      }
-    }),
-  );
-  const seconds = (Date.now() - t0) / 1000;
+  const { answered: n, seconds } = await closedLoop(s.concurrency, send, s.secondsEach * 1000);
   const api1 = cpuMs(s.apiPid);
   const client = process.cpuUsage(client0);
   const { postgresMs } = await services();

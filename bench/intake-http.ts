@@ -42,3 +42,27 @@ export function getLive(agent: Agent, port: number): Promise<void> {
     req.end();
   });
 }
+
+/**
+ * `concurrency` loops, each sending one request after another, for `warmupMs` unmeasured and then
+ * `ms`: the requests answered in the measured part and its length in seconds.
+ */
+export async function closedLoop(
+  concurrency: number,
+  send: () => Promise<unknown>,
+  ms: number,
+  warmupMs = 0,
+): Promise<{ answered: number; seconds: number }> {
+  let answered = 0;
+  const measureFrom = Date.now() + warmupMs;
+  const stopAt = measureFrom + ms;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < stopAt) {
+        await send();
+        if (Date.now() >= measureFrom) answered++;
+      }
+    }),
+  );
+  return { answered, seconds: (Date.now() - measureFrom) / 1000 };
+}

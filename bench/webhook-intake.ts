@@ -17,7 +17,7 @@ import { Client } from 'pg';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
 import { formatByKind, IntakeByKind, measureIntakeByKind } from './intake-by-kind';
-import { getLive, postDelivery } from './intake-http';
+import { closedLoop, getLive, postDelivery } from './intake-http';
 import { cpuMs, dropDatabase, dropRedisPrefix, load, pct, serviceCpu, startApp, withDatabase } from './support';
 
 export const INTAKE_CONCURRENCY = 64;
@@ -81,18 +81,13 @@ export interface IntakeResult {
  * flattered the intake's ratio).
  */
 async function ceiling(agent: Agent, port: number): Promise<number> {
-  let n = 0;
-  const measureFrom = Date.now() + CEILING_MS / 2;
-  const stopAt = measureFrom + CEILING_MS;
-  await Promise.all(
-    Array.from({ length: INTAKE_CONCURRENCY }, async () => {
-      while (Date.now() < stopAt) {
-        await getLive(agent, port);
-        if (Date.now() >= measureFrom) n++;
-      }
-    }),
+  const { answered, seconds } = await closedLoop(
+    INTAKE_CONCURRENCY,
+    () => getLive(agent, port),
+    CEILING_MS,
+    CEILING_MS / 2,
   );
-  return n / ((Date.now() - measureFrom) / 1000);
+  return answered / seconds;
 }
 
 function latency(s: Sample[]): Latency {
