@@ -10,7 +10,7 @@ import { resolve } from 'node:path';
 import Bull from 'bull';
 import type { AppConfig } from '../src/config/app-config';
 import { queueOptions } from '../src/queues/queue-settings';
-import { cpuMs, peakRssMb, pool, serviceCpu } from './support';
+import { cpuMs, MachineCpu, machineCpu, peakRssMb, pool, serviceCpu } from './support';
 
 export interface BareBullResult {
   jobs: number;
@@ -24,6 +24,8 @@ export interface BareBullResult {
   producerCpuMsPerJob: number;
   /** CPU ms of the whole Redis server per job (shared: other users add to it). */
   redisCpuMsPerJob: number;
+  /** The whole machine over the measured window. */
+  machine: MachineCpu | null;
   /** Jobs run through the same consumer before the clock started, and their own rate (the cold start). */
   warmup: { jobs: number; jobsPerSec: number | null };
 }
@@ -94,7 +96,9 @@ export async function measureBareBull(
     const workerCpu0 = workerCpuMs();
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(null, config.redis.url);
+    const machine = machineCpu();
     const t0 = await addAll(jobs, warmupJobs + jobs);
+    const machineUsed = machine();
     const seconds = (lastAt - t0) / 1000;
     const producerCpu = process.cpuUsage(producerCpu0);
     const { redisMs } = await services();
@@ -109,6 +113,7 @@ export async function measureBareBull(
       workerCpuMsPerJob: workerCpu === null || workerCpu0 === null ? null : (workerCpu - workerCpu0) / jobs,
       producerCpuMsPerJob: (producerCpu.user + producerCpu.system) / 1000 / jobs,
       redisCpuMsPerJob: redisMs / jobs,
+      machine: machineUsed,
       warmup: { jobs: warmupJobs, jobsPerSec: warmupPerSec },
     };
   } finally {

@@ -8,7 +8,7 @@
  */
 import type { DataSource } from 'typeorm';
 import type { DispatchService } from '../src/runs/dispatch.service';
-import { AppProcess, cpuMs, pool, serviceCpu, sleep, startApp } from './support';
+import { AppProcess, cpuMs, MachineCpu, machineCpu, pool, serviceCpu, sleep, startApp } from './support';
 
 export interface GuardedResult {
   workers: number;
@@ -36,6 +36,8 @@ export interface GuardedResult {
   /** Finalizes per finalize statement (group commit), from the workers' /metrics. */
   finalizesPerStatement: number;
   claimsPerRoundTrip: number;
+  /** The whole machine over the measured window (every process: is there CPU left for more?). */
+  machine: MachineCpu | null;
   /**
    * Runs dispatched (each twice) and executed by the same worker processes before the clock started,
    * their own rate (the cold start: code not yet optimised, pools growing) and their 202s.
@@ -95,10 +97,12 @@ export async function measureGuarded(
     const workerCpu0 = procs.map((p) => cpuMs(p.child.pid));
     const producerCpu0 = process.cpuUsage();
     const services = await serviceCpu(s.databaseUrl, s.redisUrl);
+    const machine = machineCpu();
     const t0 = Date.now();
     const accepted = await dispatchPairs(runIds);
     const dispatchSeconds = (Date.now() - t0) / 1000;
     await settled(s.ds, runIds);
+    const machineUsed = machine();
     const seconds = ((await lastFinished(s.ds, runIds)) - t0) / 1000;
     const producerCpu = process.cpuUsage(producerCpu0);
     const { postgresMs, redisMs } = await services();
@@ -123,6 +127,7 @@ export async function measureGuarded(
       redisCpuMsPerRun: redisMs / runIds.length,
       finalizesPerStatement: perStatement(since(finalizes, finalizes0)),
       claimsPerRoundTrip: perStatement(since(claims, claims0)),
+      machine: machineUsed,
       warmup,
     };
   } finally {

@@ -15,6 +15,9 @@ export interface KindCost {
   apiUs: number | null;
   postgresUs: number | null;
   clientUs: number;
+  /** The whole machine's busy CPU µs per request (every process and the kernel), and its busy share. */
+  machineUs: number | null;
+  busyShare: number | null;
 }
 
 export interface IntakeByKind {
@@ -40,7 +43,7 @@ async function oneKind(s: ByKindSetup, send: () => Promise<unknown>): Promise<Ki
   const services = await serviceCpu(s.databaseUrl, s.redisUrl);
   const api0 = cpuMs(s.apiPid);
   const client0 = process.cpuUsage();
-  const { answered: n, seconds } = await closedLoop(s.concurrency, send, s.secondsEach * 1000);
+  const { answered: n, seconds, machine } = await closedLoop(s.concurrency, send, s.secondsEach * 1000);
   const api1 = cpuMs(s.apiPid);
   const client = process.cpuUsage(client0);
   const { postgresMs } = await services();
@@ -50,6 +53,8 @@ async function oneKind(s: ByKindSetup, send: () => Promise<unknown>): Promise<Ki
     apiUs: us(api0 === null || api1 === null ? null : api1 - api0),
     postgresUs: us(postgresMs),
     clientUs: (client.user + client.system) / Math.max(n, 1),
+    machineUs: us(machine ? machine.busyMs : null),
+    busyShare: machine ? machine.busyShare : null,
   };
 }
 
@@ -65,7 +70,7 @@ export async function measureIntakeByKind(s: ByKindSetup): Promise<IntakeByKind>
 export function formatByKind(b: IntakeByKind): string {
   const us = (v: number | null) => (v === null ? '?' : v.toFixed(0));
   const row = (label: string, k: KindCost) =>
-    `  ${label.padEnd(22)} ${k.perSec.toFixed(0).padStart(6)}/s  CPU µs per request: API ${us(k.apiUs)}, Postgres ${us(k.postgresUs)}, client ${us(k.clientUs)}`;
+    `  ${label.padEnd(22)} ${k.perSec.toFixed(0).padStart(6)}/s  CPU µs per request: API ${us(k.apiUs)}, Postgres ${us(k.postgresUs)}, client ${us(k.clientUs)}, machine ${us(k.machineUs)} (busy ${k.busyShare === null ? '?' : (k.busyShare * 100).toFixed(0)} %)`;
   return [
     `one kind at a time (${b.secondsEach} s each, same process, same concurrency):`,
     row('new items only', b.newItems),
@@ -82,6 +87,8 @@ export function roundedByKind(b: IntakeByKind): Record<'newItems' | 'retries' | 
     apiUs: n(k.apiUs),
     postgresUs: n(k.postgresUs),
     clientUs: Math.round(k.clientUs),
+    machineUs: n(k.machineUs),
+    busyShare: k.busyShare === null ? null : Math.round(k.busyShare * 1000) / 1000,
   });
   return { newItems: kind(b.newItems), retries: kind(b.retries), trivialRoute: kind(b.trivialRoute) };
 }

@@ -13,6 +13,9 @@ export function printTable(rep: BenchReport): void {
     `${a.padEnd(w[0])} ${b.padStart(w[1])}  ${c.padEnd(w[2])} ${d}`.trimEnd();
   const status = (t: Target) => (t.met === null ? 'not measured' : t.met ? 'met' : 'MISSED');
   const cpu = rep.cpuMsPerGuardedRun;
+  const ml = rep.machineLoad;
+  const load = (m: { busyShare: number | null; usPer: number | null } | null) =>
+    m && m.busyShare !== null ? `${show(m.busyShare * 100)} % ${show(m.usPer)} µs` : '—';
   const out = [
     `onceflow bench, ${rep.date}: ${rep.machine.cpuModel}, ${rep.machine.cores} cores, ${rep.machine.memoryGb} GB, Node ${rep.machine.node}`,
     `Postgres ${rep.machine.postgres}, Redis ${rep.machine.redis}; worker concurrency ${rep.workerConcurrency}; phases ${rep.phases.join(',')}`,
@@ -89,6 +92,14 @@ export function printTable(rep: BenchReport): void {
         : '—',
     ),
     line(
+      '    their machine CPU µs per request (busy %)',
+      rep.intakeByKind
+        ? [rep.intakeByKind.newItems, rep.intakeByKind.retries, rep.intakeByKind.trivialRoute]
+            .map((k) => `${show(k.machineUs)} (${show(k.busyShare === null ? null : k.busyShare * 100)})`)
+            .join(' ')
+        : '—',
+    ),
+    line(
       'open-loop intake p50 / p99 ms (new items p99)',
       rep.openLoop
         ? `${show(rep.openLoop.p50Ms, 1)} / ${show(rep.openLoop.p99Ms, 1)} (${show(rep.openLoop.newP99Ms, 1)})`
@@ -104,6 +115,11 @@ export function printTable(rep: BenchReport): void {
         ? `${show(rep.dispatchRunsPerSec.single)} / ${show(rep.dispatchRunsPerSec.bulk)} (×${show(rep.dispatchRunsPerSec.speedup, 2)})`
         : '—',
     ),
+    '',
+    'the whole machine: busy % of all cores, and its CPU µs per job, run or request',
+    line('  bare Bull, 1 / 2 consumer processes', `${load(ml.bareBull)} / ${load(ml.bareBullTwoConsumers)}`),
+    line('  guarded runs, 1 / 2 worker processes', ml.guarded.map(load).join(' / ') || '—'),
+    line('  intake (80 % dup) / trivial-route ceiling', `${load(ml.intake)} / ${load(ml.intakeCeiling)}`),
     '',
     'the cost of each guarantee: per second, CPU ms per run (worker+producer+pg+redis = total)',
     ...(rep.guaranteeLadder.length

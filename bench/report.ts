@@ -6,7 +6,7 @@ import type { GraphileResult } from './graphile-worker';
 import type { GuardedResult } from './guarded-runs';
 import type { LockBenchResult } from './lock-bench';
 import type { OpenLoopResult } from './open-loop-intake';
-import type { Machine } from './support';
+import type { Machine, MachineCpu } from './support';
 import { roundedByKind } from './intake-by-kind';
 import type { IntakeResult } from './webhook-intake';
 
@@ -71,8 +71,24 @@ function meanBare(runs: BareBullResult[]): BareBullResult | undefined {
     workerCpuMsPerJob: workers.includes(null) ? null : mean(workers as number[])!,
     producerCpuMsPerJob: avg((b) => b.producerCpuMsPerJob),
     redisCpuMsPerJob: avg((b) => b.redisCpuMsPerJob),
+    machine: meanMachine(runs.map((b) => b.machine)),
     warmup: { jobs: avg((b) => b.warmup.jobs), jobsPerSec: meanOf(runs.map((b) => b.warmup.jobsPerSec)) ?? null },
   };
+}
+
+/** Windows of the machine's CPU as one: shares and busy ms averaged (null if any is unknown). */
+function meanMachine(ms: Array<MachineCpu | null>): MachineCpu | null {
+  if (!ms.length || ms.includes(null)) return null;
+  const avg = (f: (m: MachineCpu) => number) => mean((ms as MachineCpu[]).map(f))!;
+  return { busyShare: avg((m) => m.busyShare), stealShare: avg((m) => m.stealShare), busyMs: avg((m) => m.busyMs) };
+}
+
+/**
+ * The whole machine in a phase: the share of its cores that was busy (every process and the
+ * kernel) and the busy CPU µs per job, run or request served.
+ */
+function machineLoad(m: MachineCpu | null | undefined, served: number | undefined) {
+  return m && served ? { busyShare: round(m.busyShare, 3), usPer: round((m.busyMs * 1000) / served) } : null;
 }
 
 /** CPU ms per job of a bare Bull phase, all processes (NaN when the consumers' is unknown). */
@@ -264,6 +280,25 @@ export function buildReport(i: BenchInputs) {
     intakeHttpCeilingPerSec: r(i.intake?.httpCeilingPerSec),
     // One kind at a time through the same API process: where the mix's CPU goes.
     intakeByKind: i.intake ? roundedByKind(i.intake.byKind) : null,
+    // The whole machine in each throughput phase: busy ~100 % means no CPU spare, so a rate ratio
+    // is the inverse of the CPU per item, and a second process can only take from the others.
+    machineLoad: {
+      bareBull: machineLoad(bare?.machine, bare?.jobs),
+      bareBullTwoConsumers: machineLoad(i.bareTwoConsumers?.machine, i.bareTwoConsumers?.jobs),
+      guarded: i.guarded.map((g) => machineLoad(g.machine, g.runs)),
+      intake: i.intake
+        ? {
+            busyShare: r(i.intake.machine.loaded?.busyShare, 3),
+            usPer: r(i.intake.machine.loadedUs),
+          }
+        : null,
+      intakeCeiling: i.intake
+        ? {
+            busyShare: r(i.intake.machine.ceiling?.busyShare, 3),
+            usPer: r(i.intake.machine.ceilingUs),
+          }
+        : null,
+    },
     openLoop: i.openLoop ?? null,
     // Dispatch alone (no execution): one run per call against up to 100 per call.
     dispatchRunsPerSec: i.dispatch && {

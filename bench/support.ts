@@ -71,6 +71,50 @@ export function cpuMs(pid: number | undefined): number | null {
   }
 }
 
+/** The whole machine's CPU over a window, all cores together (from /proc/stat). */
+export interface MachineCpu {
+  /** Share of the window's core time that was busy: user, nice, system, irq and softirq. */
+  busyShare: number;
+  /** Share the hypervisor gave to other guests (steal): time none of our processes could use. */
+  stealShare: number;
+  /** Busy CPU ms of every process and of the kernel, in all. */
+  busyMs: number;
+}
+
+function procStatCpu(): number[] | null {
+  try {
+    // "cpu  user nice system idle iowait irq softirq steal guest guest_nice", in ticks of 1/100 s.
+    return readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts a window on the machine's CPU; the returned function ends it (null off Linux). A phase
+ * whose machine is busy ~100 % of its time has no spare CPU: another process can only take from
+ * the others, and a rate ratio between two such phases is the inverse of their CPU per request.
+ */
+export function machineCpu(): () => MachineCpu | null {
+  const t0 = procStatCpu();
+  return () => {
+    const t1 = procStatCpu();
+    if (!t0 || !t1) return null;
+    const d = t1.map((v, i) => v - t0[i]);
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = d;
+    const busy = user + nice + system + irq + softirq;
+    const all = busy + idle + iowait + steal;
+    return all > 0 ? { busyShare: busy / all, stealShare: steal / all, busyMs: busy * 10 } : null;
+  };
+}
+
+/** "busy 97 % (steal 1 %)", for a log line. */
+export function busyText(m: MachineCpu | null): string {
+  return m
+    ? `busy ${(m.busyShare * 100).toFixed(0)} % of ${cpus().length} cores (steal ${(m.stealShare * 100).toFixed(0)} %)`
+    : 'busy ?';
+}
+
 export interface AppProcess {
   child: ChildProcess;
   port: number;

@@ -17,8 +17,19 @@ import { Client } from 'pg';
 import { configFromProcessEnv, processEnvironment } from '../src/config/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from '../test/support/plane';
 import { formatByKind, IntakeByKind, measureIntakeByKind } from './intake-by-kind';
-import { closedLoop, getLive, postDelivery } from './intake-http';
-import { cpuMs, dropDatabase, dropRedisPrefix, load, pct, serviceCpu, startApp, withDatabase } from './support';
+import { closedLoop, getLive, machineCpuAfter, postDelivery } from './intake-http';
+import {
+  cpuMs,
+  dropDatabase,
+  dropRedisPrefix,
+  load,
+  busyText,
+  MachineCpu,
+  pct,
+  serviceCpu,
+  startApp,
+  withDatabase,
+} from './support';
 
 export const INTAKE_CONCURRENCY = 64;
 const DURATION_MS = 10_000;
@@ -71,6 +82,11 @@ export interface IntakeResult {
    * the HTTP stack alone (Express, Nest, logging) on this machine, for reading the intake figure.
    */
   httpCeilingPerSec: number;
+  /**
+   * The whole machine while the loaded phase and the ceiling were measured, and its busy CPU µs
+   * per delivery / request: where both leave no CPU spare, their rate ratio is the inverse of these.
+   */
+  machine: { loaded: MachineCpu | null; loadedUs: number | null; ceiling: MachineCpu | null; ceilingUs: number | null };
   /** After the ceiling: new items only, retries only and the trivial route, one kind at a time. */
   byKind: IntakeByKind;
 }
@@ -80,14 +96,17 @@ export interface IntakeResult {
  * warmed first (measured cold, straight after the closed loop, it read 5–10 % low, and so
  * flattered the intake's ratio).
  */
-async function ceiling(agent: Agent, port: number): Promise<number> {
-  const { answered, seconds } = await closedLoop(
+async function ceiling(
+  agent: Agent,
+  port: number,
+): Promise<{ perSec: number; machine: MachineCpu | null; answered: number }> {
+  const { answered, seconds, machine } = await closedLoop(
     INTAKE_CONCURRENCY,
     () => getLive(agent, port),
     CEILING_MS,
     CEILING_MS / 2,
   );
-  return answered / seconds;
+  return { perSec: answered / seconds, machine, answered };
 }
 
 function latency(s: Sample[]): Latency {
@@ -121,9 +140,10 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
     concurrency: number,
     warmupMs: number,
     durationMs: number,
-  ): Promise<{ samples: Sample[]; seconds: number; answered: number }> {
+  ): Promise<{ samples: Sample[]; seconds: number; answered: number; machine: MachineCpu | null }> {
     const samples: Sample[] = [];
     let answered = 0;
+    const machine = machineCpuAfter(warmupMs);
     const measureFrom = Date.now() + warmupMs;
     const stopAt = measureFrom + durationMs;
     const loop = async (): Promise<void> => {
@@ -142,7 +162,8 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
       }
     };
     await Promise.all(Array.from({ length: concurrency }, loop));
-    return { samples, seconds: (Date.now() - measureFrom) / 1000, answered };
+    const used = machine();
+    return { samples, seconds: (Date.now() - measureFrom) / 1000, answered, machine: used };
   }
 
   try {
@@ -151,13 +172,13 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
     const redisUrl = env.REDIS_URL ?? configFromProcessEnv({ API_KEYS: 'bench-api-key-0123456789' }).redis.url;
     const services = await serviceCpu(env.DATABASE_URL, redisUrl);
     const api0 = cpuMs(server.child.pid);
-    const { samples, seconds, answered } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
+    const { samples, seconds, answered, machine } = await phase(INTAKE_CONCURRENCY, WARMUP_MS, DURATION_MS);
     const api1 = cpuMs(server.child.pid);
     const loadAverage = load();
     const used = await services();
     const per = (ms: number | null) => (ms === null ? null : ms / answered);
     const serverPeakRssMb = server.peakRssMb();
-    const httpCeilingPerSec = await ceiling(agent, server.port);
+    const top = await ceiling(agent, server.port);
     const send = (d: { body: string; signature: string }) => postDelivery(agent, server.port, d.body, d.signature);
     const byKind = await measureIntakeByKind({
       concurrency: INTAKE_CONCURRENCY,
@@ -208,7 +229,13 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
         ? null
         : `expected one task, run and delivery per distinct body (${sent.length}), got ${JSON.stringify(stored)}`,
       serverPeakRssMb,
-      httpCeilingPerSec,
+      httpCeilingPerSec: top.perSec,
+      machine: {
+        loaded: machine,
+        loadedUs: machine && samples.length ? (machine.busyMs * 1000) / samples.length : null,
+        ceiling: top.machine,
+        ceilingUs: top.machine && top.answered ? (top.machine.busyMs * 1000) / top.answered : null,
+      },
       byKind,
       cpuPerDeliveryMs: {
         api: per(api0 === null || api1 === null ? null : api1 - api0),
@@ -225,6 +252,7 @@ export async function runIntakeBench(env: Record<string, string>, nodeArgs: stri
 
 export function formatIntake(r: IntakeResult): string {
   const ms = (v: number | null) => (v === null ? '?' : `${v.toFixed(3)} ms`);
+  const us = (v: number | null) => (v === null ? '?' : v.toFixed(0));
   const line = (label: string, l: Latency) =>
     `${label.padEnd(8)} n=${String(l.n).padStart(6)}  p50=${l.p50Ms.toFixed(2)} ms  p99=${l.p99Ms.toFixed(2)} ms  max=${l.maxMs.toFixed(2)} ms`;
   return [
@@ -239,6 +267,7 @@ export function formatIntake(r: IntakeResult): string {
     `database: ${r.stored.tasks} tasks, ${r.stored.runs} runs, ${r.stored.deliveries} deliveries (${r.distinctBodies} distinct bodies sent), ${r.stored.duplicatesCounted} duplicates counted`,
     `CPU per delivery (loaded phase): API ${ms(r.cpuPerDeliveryMs.api)}, Postgres backends ${ms(r.cpuPerDeliveryMs.postgres)}, Redis server ${ms(r.cpuPerDeliveryMs.redis)}; load average ${r.loadAverage}`,
     `API process peak RSS: ${r.serverPeakRssMb ?? '?'} MB; HTTP ceiling (GET /health/live, same concurrency): ${r.httpCeilingPerSec.toFixed(0)}/s`,
+    `the whole machine: ${busyText(r.machine.loaded)}, ${us(r.machine.loadedUs)} µs per delivery; under the ceiling ${busyText(r.machine.ceiling)}, ${us(r.machine.ceilingUs)} µs per request`,
     formatByKind(r.byKind),
   ].join('\n');
 }
