@@ -30,7 +30,7 @@ export class AppModule {
         AppConfigModule.forRoot(config),
         LoggerModule.forRoot(loggerParams(config)),
         TypeOrmModule.forRoot({
-          ...dataSourceOptions(config.database.url, Math.max(10, config.worker.concurrency * 2 + 5)),
+          ...dataSourceOptions(config.database.url, config.database.poolSize),
         }),
         DatabaseModule,
         MetricsModule,

@@ -41,6 +41,8 @@ describe('loadConfig', () => {
     [{ INFRA_RETRY_BASE_DELAY_MS: '5000', INFRA_RETRY_MAX_DELAY_MS: '100' }, /INFRA_RETRY_MAX_DELAY_MS/],
     [{ INFRA_RETRY_BASE_DELAY_MS: '0' }, /INFRA_RETRY_BASE_DELAY_MS must be between/],
     [{ API_KEYS: 'short' }, /at least 16/],
+    [{ DATABASE_POOL_SIZE: '1' }, /DATABASE_POOL_SIZE must be between 2/],
+    [{ DATABASE_POOL_SIZE: 'many' }, /DATABASE_POOL_SIZE must be a whole number/],
   ])('refuses %j with a clear message', (env, message) => {
     expect(() => loadConfig({ ...base, ...env })).toThrow(message);
     expect(() => loadConfig({ ...base, ...env })).toThrow(ConfigError);
@@ -142,5 +144,18 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ ...base, LLM_OPENAI_UPSTREAM: 'https://u:p@x.example/v1' })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, LLM_ANTHROPIC_UPSTREAM: 'https://x.example/?a=1' })).toThrow(ConfigError);
     expect(() => loadConfig({ ...base, LLM_CACHE_SCOPE: 'global' })).toThrow(ConfigError);
+  });
+
+  it("sizes the Postgres pool by role: a worker's follows its concurrency, the API's does not", () => {
+    const pool = (env: Record<string, string>) => loadConfig({ ...base, ...env }).database.poolSize;
+    expect(pool({})).toBe(13); // all: the worker's, 4 * 2 + 5
+    expect(pool({ APP_ROLE: 'worker', WORKER_CONCURRENCY: '32' })).toBe(69);
+    expect(pool({ APP_ROLE: 'worker', WORKER_CONCURRENCY: '1' })).toBe(10);
+    // 69 connections for an API process on the bench's 2 cores made each new Plane item cost
+    // Postgres 2.3–2.6 times the CPU it costs with 10 (docs/benchmarks.md, "The API's Postgres pool").
+    expect(pool({ APP_ROLE: 'api', WORKER_CONCURRENCY: '32' })).toBe(10);
+    expect(pool({ APP_ROLE: 'scheduler', WORKER_CONCURRENCY: '32' })).toBe(10);
+    expect(pool({ APP_ROLE: 'api', DATABASE_POOL_SIZE: '24' })).toBe(24);
+    expect(pool({ APP_ROLE: 'worker', DATABASE_POOL_SIZE: '8' })).toBe(8);
   });
 });

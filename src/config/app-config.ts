@@ -14,6 +14,8 @@ export interface AppConfig {
     url: string;
     /** Prepare the hot-path statements (off behind a pooler that cannot keep prepared statements). */
     preparedStatements: boolean;
+    /** Most Postgres connections this process opens (its pool's size). */
+    poolSize: number;
   };
   redis: {
     url: string;
@@ -225,6 +227,7 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     database: {
       url: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/onceflow', ['postgres:', 'postgresql:'])!,
       preparedStatements: oneOf(env, 'PG_PREPARED_STATEMENTS', 'true', ['true', 'false']) === 'true',
+      poolSize: int(env, 'DATABASE_POOL_SIZE', defaultPoolSize(role, workerConcurrency), 2, 1000),
     },
     redis: {
       url: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:'])!,
@@ -278,6 +281,21 @@ export function loadConfig(env: Env, dev: DevCredentials = {}): AppConfig {
     },
   };
 }
+
+/**
+ * A worker's pool follows its concurrency, as it always has: its runs' claims, finalizes, steps
+ * and LLM cache calls may all want a connection at once. An API process's requests hold one for a
+ * statement or a short transaction; more connections than a few per core only make Postgres's
+ * backends queue on each other's WAL flushes and locks on the same cores: with 69 (the pool of
+ * WORKER_CONCURRENCY=32) a new Plane item cost Postgres 2.3–2.6 times the CPU it costs with 10
+ * (docs/benchmarks.md, "The API's Postgres pool").
+ */
+export function defaultPoolSize(role: AppRole, workerConcurrency: number): number {
+  return roleRunsWorkers(role) ? Math.max(10, workerConcurrency * 2 + 5) : API_POOL_SIZE;
+}
+
+/** The API's (and the scheduler's) default pool: of 4–69 measured for the intake on 2 cores, 6–16 did best. */
+export const API_POOL_SIZE = 10;
 
 export function roleServesApi(role: AppRole): boolean {
   return role === 'api' || role === 'all';
