@@ -1,5 +1,6 @@
 import { checkServices, ServiceUnreachableError } from './common/preflight';
-import { ConfigError, roleRunsWorkers } from './config/app-config';
+import { ConfigError } from './config/app-config';
+import { roleRunsWorkers } from './config/roles';
 import { configFromProcessEnv, DEV_ADMIN_FILE, DEV_KEY_FILE } from './config/env';
 import { createApp, listen } from './bootstrap';
 import { prepareDatabase } from './database/prepare-database';

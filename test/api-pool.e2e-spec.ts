@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { API_POOL_SIZE } from '../src/config/app-config';
+import { API_POOL_SIZE } from '../src/config/roles';
 import { closeDb, db, startApp, TestApp } from './support/app';
 import { tempDir, testEnv } from './support/env';
 import { newWorkItem, PLANE_SECRET, sign, v1Body } from './support/plane';

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { Params } from 'nestjs-pino';
-import { AppConfig, roleServesApi } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { roleServesApi } from '../config/roles';
 
 /** Paths pino replaces with "[redacted]": credentials, signatures and secrets never reach a log. */
 export const REDACT_PATHS = [

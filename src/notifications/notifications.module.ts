@@ -1,5 +1,6 @@
 import { DynamicModule, Module, Provider } from '@nestjs/common';
-import { AppConfig, AppRole, roleRunsScheduler, roleRunsWorkers, roleServesApi } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { AppRole, roleRunsScheduler, roleRunsWorkers, roleServesApi } from '../config/roles';
 import { APP_CONFIG } from '../config/config.module';
 import { NotificationClaimsRepository } from './notification-claims.repository';
 import { NotificationDeliveryService } from './notification-delivery.service';

@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AppConfig, AppRole, roleRunsWorkers, roleServesApi } from '../config/app-config';
+import { AppConfig } from '../config/app-config';
+import { AppRole, roleRunsWorkers, roleServesApi } from '../config/roles';
 import { APP_CONFIG } from '../config/config.module';
 import { processEnvironment } from '../config/env';
 import { OutboxModule } from '../notifications/outbox.module';

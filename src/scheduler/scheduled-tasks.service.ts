@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { AppConfig } from '../config/app-config';
-import { roleRunsScheduler } from '../config/app-config';
+import { roleRunsScheduler } from '../config/roles';
 import { APP_CONFIG } from '../config/config.module';
 import { LockService } from '../locks/lock.service';
 import { LOCK_SERVICE } from '../locks/locks.tokens';

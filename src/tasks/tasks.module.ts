@@ -1,5 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AppRole, roleServesApi } from '../config/app-config';
+import { AppRole, roleServesApi } from '../config/roles';
 import { TaskIntakeService } from './task-intake.service';
 import { TasksController } from './tasks.controller';
 import { TasksRepository } from './tasks.repository';

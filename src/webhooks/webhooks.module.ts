@@ -1,5 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AppRole, roleServesApi } from '../config/app-config';
+import { AppRole, roleServesApi } from '../config/roles';
 import { DeliveryRecordBatch } from './delivery-record-batch';
 import { PlaneEventHandler } from './plane-event-handler';
 import { PlaneIntakeService } from './plane-intake.service';
